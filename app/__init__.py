@@ -1,0 +1,93 @@
+"""The Pet Store Orders service: create_app() builds the Connexion app and wires its parts."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from connexion import FlaskApp
+from connexion.jsonifier import Jsonifier
+from connexion.middleware import MiddlewarePosition
+from connexion.middleware.server_error import ServerErrorMiddleware
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app import errors, routing
+from app.auth import SCOPE_KEY, Keyring
+from app.config import Settings
+from app.storage import Store, open_store
+
+__version__ = "1.0.0"
+
+OPENAPI_DIR = Path(__file__).resolve().parent.parent / "openapi"
+API_SPEC = "petstore-v1.yaml"
+
+
+@dataclass(frozen=True)
+class Services:
+    """What the handlers and middleware share: settings, the store and the keyring."""
+
+    settings: Settings
+    store: Store
+    keyring: Keyring
+
+
+class RequestServices:
+    """Hands the services to code that only sees the ASGI scope (the bearer-info function),
+    and refuses a request with several Authorization headers (DESIGN.md D12) before the
+    security check reads only the first of them."""
+
+    def __init__(self, app: ASGIApp, services: Services) -> None:
+        self.app = app
+        self.services = services
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope[SCOPE_KEY] = self.services.keyring
+            authorizations = [k for k, _ in scope["headers"] if k.lower() == b"authorization"]
+            if len(authorizations) > 1:
+                raise errors.DuplicateAuthorization()
+        await self.app(scope, receive, send)
+
+
+def create_app(settings: Settings | None = None) -> FlaskApp:
+    """Build the service: the OpenAPI document routed to the handlers, over the store the
+    settings name. Tests pass their own Settings; wsgi.py reads them from the environment."""
+    settings = settings or Settings.from_env()
+    logging.basicConfig(level=settings.log_level.upper())
+    store = open_store(settings)
+    services = Services(settings, store, Keyring(store, settings.key_cache_seconds))
+
+    middlewares = [
+        functools.partial(ServerErrorMiddleware, handler=errors.server_error_handler)
+        if m is ServerErrorMiddleware
+        else m
+        for m in routing.strict_middlewares()
+    ]
+    app = FlaskApp(
+        __name__,
+        specification_dir=OPENAPI_DIR,
+        middlewares=middlewares,
+        # Compact output through the C encoder; FlaskApp's default indents, which forces
+        # the pure-Python encoder.
+        jsonifier=Jsonifier(json, separators=(",", ":")),
+    )
+    app.app.url_map.converters["int"] = routing.FlaskSegmentConverter
+    app.app.extensions["petstore"] = services
+    app.add_api(
+        API_SPEC,
+        resolver=routing.TagResolver(),
+        uri_parser_class=routing.StrictURIParser,
+        validator_map=routing.VALIDATOR_MAP,
+        validate_responses=settings.validate_responses,
+        strict_validation=False,  # D6: unknown query parameters are ignored in v1
+    )
+    errors.register_error_handlers(app)
+    # Quotas (issue 3) go here, outermost, at MiddlewarePosition.BEFORE_EXCEPTION.
+    app.add_middleware(
+        RequestServices, position=MiddlewarePosition.BEFORE_SWAGGER, services=services
+    )
+
+    return app

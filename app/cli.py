@@ -1,0 +1,345 @@
+"""The `petstore` command: set up the database, manage API keys and orders, serve the API.
+
+Everything a person reads goes to standard error; standard output carries only what a
+script would capture (a new key, --json listings).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import click
+
+from app import auth, orders
+from app.config import Settings, SettingsError
+from app.errors import DuplicateOrder, PetstoreError
+from app.storage import PLANS, ORDER_STATUSES, ApiKey, Store, open_store
+
+DEMO_ORDERS: tuple[dict[str, Any], ...] = (
+    {"petId": 1, "quantity": 1, "status": "pending"},
+    {"petId": 2, "quantity": 2, "status": "pending"},
+    {"petId": 3, "quantity": 1, "status": "pending", "shipDate": "2026-12-01T09:00:00Z"},
+    {"petId": 4, "quantity": 1, "status": "shipped", "shipDate": "2026-11-20T10:00:00Z",
+     "complete": True},
+    {"petId": 5, "quantity": 3, "status": "shipped", "shipDate": "2026-11-21T15:30:00Z"},
+    {"petId": 6, "quantity": 1, "status": "cancelled"},
+)
+
+
+def say(message: str) -> None:
+    """A line for the person at the terminal (standard error)."""
+    click.echo(message, err=True)
+
+
+def _settings() -> Settings:
+    try:
+        return Settings.from_env()
+    except SettingsError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def _store() -> Store:
+    settings = _settings()
+    try:
+        return open_store(settings)
+    except PetstoreError as exc:
+        raise click.ClickException(
+            f"cannot open the database {settings.database}: {exc.message}"
+        ) from None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="petstore-orders")
+def main() -> None:
+    """Pet Store Orders: an OpenAPI-first HTTP/JSON service for a pet store's orders.
+
+    The database is the SQLite file named by PETSTORE_DATABASE (default
+    instance/petstore.db). Start with `petstore init --demo`, then `petstore serve`.
+    """
+
+
+@main.command()
+@click.option("--demo", is_flag=True, help="On an empty database, add demo orders and a Free key.")
+def init(demo: bool) -> None:
+    """Create the database, or bring its schema up to date (safe to run again).
+
+    With --demo, an empty database also gets a handful of orders in every status and a
+    demo Free key, printed once. A database that has orders or keys gets nothing added.
+    """
+    settings = _settings()
+    store = _store()
+    say(f"Database {settings.database} is ready (schema version {store.migrate()}).")
+    if not demo:
+        return
+    if store.count_orders() or store.list_keys():
+        say("It already holds orders or keys, so no demo data was added.")
+        say("Create another key with: petstore keys create --plan free --name NAME")
+        return
+    store.import_orders(orders.order_from_row(dict(row)) for row in DEMO_ORDERS)
+    secret, key = _create_key(store, plan="free", name="demo", per_minute=None, per_day=None)
+    say(f"Added {len(DEMO_ORDERS)} demo orders and a demo Free key (id {key.id}).")
+    say("The key is shown this once; keep it:")
+    click.echo(secret)
+    say(f"Try: curl -H 'Authorization: Bearer {secret}' http://{settings.bind}/v1/store/orders")
+
+
+# keys -----------------------------------------------------------------------------------
+
+
+@main.group()
+def keys() -> None:
+    """Create, list and revoke API keys. Keys are named by their numeric id."""
+
+
+def _create_key(
+    store: Store, *, plan: str, name: str, per_minute: int | None, per_day: int | None
+) -> tuple[str, ApiKey]:
+    new = auth.generate_key()
+    key = store.create_key(
+        digest=new.digest,
+        prefix=new.prefix,
+        name=name,
+        plan=plan,
+        per_minute=per_minute,
+        per_day=per_day,
+        now=orders.utc_now(),
+    )
+    return new.secret, key
+
+
+@keys.command("create")
+@click.option("--plan", type=click.Choice(PLANS), required=True, help="The key's plan.")
+@click.option("--name", default="", help="Who or what the key is for.")
+@click.option("--per-minute", type=click.IntRange(min=1), help="Enterprise only: requests a minute.")
+@click.option("--per-day", type=click.IntRange(min=1), help="Enterprise only: requests a day.")
+def keys_create(plan: str, name: str, per_minute: int | None, per_day: int | None) -> None:
+    """Create a key and print it, alone, on standard output. It is shown only this once:
+    the database keeps only its SHA-256 digest."""
+    if plan == "enterprise" and (per_minute is None or per_day is None):
+        raise click.UsageError("an enterprise key needs --per-minute and --per-day")
+    if plan != "enterprise" and (per_minute is not None or per_day is not None):
+        raise click.UsageError(
+            f"the {plan} plan sets its own limits; --per-minute and --per-day are for "
+            "enterprise keys"
+        )
+    secret, key = _create_key(
+        _store(), plan=plan, name=name, per_minute=per_minute, per_day=per_day
+    )
+    say(f"Created key {key.id} ({key.prefix}..., plan {plan}). It is shown only this once:")
+    click.echo(secret)
+
+
+def _key_row(key: ApiKey) -> dict[str, Any]:
+    return {
+        "id": key.id,
+        "prefix": key.prefix,
+        "name": key.name,
+        "plan": key.plan,
+        "per_minute": key.per_minute,
+        "per_day": key.per_day,
+        "created_at": key.created_at,
+        "revoked_at": key.revoked_at,
+    }
+
+
+@keys.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array on standard output.")
+def keys_list(as_json: bool) -> None:
+    """List every key: id, visible prefix, name, plan, when created and revoked."""
+    rows = [_key_row(key) for key in _store().list_keys()]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        say("No keys yet. Create one with: petstore keys create --plan free --name NAME")
+        return
+    click.echo(f"{'ID':>4}  {'PREFIX':<14} {'PLAN':<10} {'CREATED':<20} {'STATUS':<28} NAME")
+    for row in rows:
+        status = f"revoked {row['revoked_at']}" if row["revoked_at"] else "active"
+        plan = row["plan"]
+        if plan == "enterprise":
+            plan += f" {row['per_minute']}/min {row['per_day']}/day"
+        click.echo(
+            f"{row['id']:>4}  {row['prefix']:<14} {plan:<10} {row['created_at']:<20} "
+            f"{status:<28} {row['name']}"
+        )
+
+
+@keys.command("revoke")
+@click.argument("key_id", type=int)
+def keys_revoke(key_id: int) -> None:
+    """Revoke a key. Running workers refuse it within PETSTORE_KEY_CACHE_SECONDS."""
+    key = _store().revoke_key(key_id, orders.utc_now())
+    if key is None:
+        raise click.ClickException(f"no key has the id {key_id} (see petstore keys list)")
+    say(f"Key {key.id} ({key.prefix}...) is revoked since {key.revoked_at}.")
+
+
+# orders ---------------------------------------------------------------------------------
+
+
+@main.group("orders")
+def orders_group() -> None:
+    """Import, ship and list orders."""
+
+
+class ImportError_(click.ClickException):
+    """A row that cannot be imported: where it is and why."""
+
+
+def _rows(stream: IO[str], fmt: str, name: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(where, row) for each row of the file, where naming its line or item."""
+    if fmt == "csv":
+        reader = csv.DictReader(stream)
+        for row in reader:
+            cleaned = {k: (v if v != "" else None) for k, v in row.items() if k is not None}
+            if None in row:
+                raise ImportError_(f"{name} line {reader.line_num}: more cells than columns")
+            yield f"{name} line {reader.line_num}", cleaned
+    elif fmt == "ndjson":
+        for number, line in enumerate(stream, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield f"{name} line {number}", json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ImportError_(f"{name} line {number}: not valid JSON ({exc.msg})") from None
+    else:
+        try:
+            data = json.load(stream)
+        except json.JSONDecodeError as exc:
+            raise ImportError_(
+                f"{name} line {exc.lineno}: not valid JSON ({exc.msg})"
+            ) from None
+        if not isinstance(data, list):
+            raise ImportError_(f"{name}: expected a JSON array of orders")
+        for number, row in enumerate(data, start=1):
+            yield f"{name} item {number}", row
+
+
+def _guess_format(path: str) -> str:
+    suffix = Path(path).suffix.lower()
+    return {".csv": "csv", ".ndjson": "ndjson", ".jsonl": "ndjson"}.get(suffix, "json")
+
+
+@orders_group.command("import")
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.option(
+    "--format", "fmt", type=click.Choice(["json", "ndjson", "csv"]),
+    help="The file's format; by default from its extension (.csv, .ndjson or .jsonl, else JSON).",
+)
+@click.option("--upsert", is_flag=True, help="Replace orders whose id exists already.")
+def orders_import(file: IO[str], fmt: str | None, upsert: bool) -> None:
+    """Import orders from FILE (- for standard input): a JSON array, NDJSON or CSV.
+
+    Rows use the API's field names: id (optional), petId, quantity, shipDate (ISO 8601
+    with a time-zone offset), complete, status (pending, shipped or cancelled; pending
+    by default). Every row is checked first: one bad row, or an id that exists already
+    (without --upsert), aborts the import and nothing is written.
+    """
+    name = "stdin" if file.name == "<stdin>" else file.name
+    fmt = fmt or ("json" if name == "stdin" else _guess_format(name))
+    valid: list[dict[str, Any]] = []
+    seen: dict[int, str] = {}
+    for where, row in _rows(file, fmt, name):
+        try:
+            order = orders.order_from_row(row)
+        except orders.InvalidOrder as exc:
+            raise ImportError_(f"{where}: {exc}") from None
+        if "id" in order:
+            if order["id"] in seen:
+                raise ImportError_(f"{where}: id {order['id']} appears again (first at "
+                                   f"{seen[order['id']]})")
+            seen[order["id"]] = where
+        valid.append(order)
+        if len(valid) % 100_000 == 0:
+            say(f"checked {len(valid):,} rows...")
+    store = _store()
+    try:
+        count = store.import_orders(valid, upsert=upsert)
+    except DuplicateOrder as exc:
+        raise ImportError_(
+            f"{seen.get(exc.order_id, name)}: {exc.message} Nothing was imported; "
+            "use --upsert to replace existing orders."
+        ) from None
+    say(f"Imported {count:,} orders.")
+
+
+@orders_group.command("ship")
+@click.argument("order_ids", nargs=-1, required=True, type=int)
+@click.option("--date", "ship_date", help="Ship date (ISO 8601 with offset); now by default.")
+def orders_ship(order_ids: tuple[int, ...], ship_date: str | None) -> None:
+    """Mark pending orders shipped and set their shipDate.
+
+    A cancelled or unknown order is refused, and the command then exits with status 1.
+    """
+    try:
+        when = orders.parse_time(ship_date, "--date") if ship_date else orders.utc_now()
+    except orders.InvalidOrder as exc:
+        raise click.BadParameter(str(exc), param_hint="--date") from None
+    store = _store()
+    refused = 0
+    for order_id in order_ids:
+        result = orders.ship(store, order_id, when)
+        say(result.message)
+        refused += not result.shipped
+    if refused:
+        raise SystemExit(1)
+
+
+@orders_group.command("list")
+@click.option("--status", type=click.Choice(ORDER_STATUSES), help="Only orders in this status.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array on standard output.")
+def orders_list(status: str | None, as_json: bool) -> None:
+    """List orders by id (all of them, or those in one status)."""
+    rows = _store().list_orders(status)
+    if as_json:
+        out = io.StringIO()
+        json.dump(rows, out, indent=2)
+        click.echo(out.getvalue())
+        return
+    if not rows:
+        say("No orders.")
+        return
+    click.echo(f"{'ID':>8}  {'STATUS':<10} {'PET':>8} {'QTY':>4}  {'SHIP DATE':<21} COMPLETE")
+    for row in rows:
+        click.echo(
+            f"{row['id']:>8}  {row['status']:<10} {row.get('petId', ''):>8} "
+            f"{row.get('quantity', ''):>4}  {row.get('shipDate', ''):<21} "
+            f"{'yes' if row['complete'] else 'no'}"
+        )
+
+
+# serve ----------------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--bind", help="Address to listen on (default PETSTORE_BIND, 127.0.0.1:8080).")
+@click.option("--workers", type=click.IntRange(min=1), help="Worker processes (default 1).")
+def serve(bind: str | None, workers: int | None) -> None:
+    """Serve the API with gunicorn and the uvicorn worker.
+
+    The database is created or migrated first. Stop with Ctrl-C (or SIGTERM).
+    """
+    settings = _settings()
+    bind = bind or settings.bind
+    workers = workers or settings.workers
+    _store().migrate()
+    say(f"Serving {settings.database} on http://{bind}/v1 with {workers} worker(s).")
+    argv = [
+        sys.executable, "-m", "gunicorn",
+        "--worker-class", "uvicorn_worker.UvicornWorker",
+        "--bind", bind,
+        "--workers", str(workers),
+        "--no-control-socket",
+        "--log-level", settings.log_level,
+        "wsgi:app",
+    ]
+    os.execv(sys.executable, argv)

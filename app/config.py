@@ -1,0 +1,139 @@
+"""Settings: one declared table, the only reader of PETSTORE_* environment variables.
+
+Every setting has a name, a default and a help text; the README lists them all and
+tests/test_docs.py checks that it does (after datasette's DEFAULT_SETTINGS).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+PREFIX = "PETSTORE_"
+
+
+def _boolean(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+def _busy_timeout(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 1000:
+        raise ValueError("must be between 0 and 1000 milliseconds (DESIGN.md D15)")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError("must be a whole number of at least 1")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise ValueError("must not be negative")
+    return value
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One configurable value: its name without the PETSTORE_ prefix, default and help."""
+
+    name: str
+    default: str
+    help: str
+    parse: Callable[[str], Any] = str
+
+    @property
+    def env(self) -> str:
+        return PREFIX + self.name
+
+    @property
+    def field(self) -> str:
+        return self.name.lower()
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("DATABASE", "instance/petstore.db", "Path of the SQLite database file."),
+    Setting(
+        "BUSY_TIMEOUT_MS",
+        "1000",
+        "How long a request waits for a database lock before answering 503 (0 to 1000).",
+        _busy_timeout,
+    ),
+    Setting(
+        "KEY_CACHE_SECONDS",
+        "2",
+        "How long a worker trusts a looked-up API key; a revocation reaches every worker "
+        "within this time.",
+        _non_negative_float,
+    ),
+    Setting("BIND", "127.0.0.1:8080", "Address `petstore serve` listens on."),
+    Setting("WORKERS", "1", "Number of gunicorn worker processes for `petstore serve`.",
+            _positive_int),
+    Setting("LOG_LEVEL", "info", "Log level: debug, info, warning or error."),
+    Setting(
+        "VALIDATE_RESPONSES",
+        "false",
+        "Check every response against the OpenAPI document (slow; the tests turn it on).",
+        _boolean,
+    ),
+)
+
+
+class SettingsError(ValueError):
+    """A PETSTORE_* variable has a value that cannot be used."""
+
+
+def _default(name: str) -> Any:
+    setting = next(s for s in SETTINGS if s.name == name)
+    return setting.parse(setting.default)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The service's configuration; build it with from_env() or directly in tests."""
+
+    database: str = _default("DATABASE")
+    busy_timeout_ms: int = _default("BUSY_TIMEOUT_MS")
+    key_cache_seconds: float = _default("KEY_CACHE_SECONDS")
+    bind: str = _default("BIND")
+    workers: int = _default("WORKERS")
+    log_level: str = _default("LOG_LEVEL")
+    validate_responses: bool = _default("VALIDATE_RESPONSES")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read every setting from PETSTORE_* variables, falling back to its default."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for setting in SETTINGS:
+            text = environ.get(setting.env, setting.default)
+            try:
+                values[setting.field] = setting.parse(text)
+            except ValueError as exc:
+                raise SettingsError(f"{setting.env}={text!r}: {exc}") from None
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with some values changed."""
+        return dataclasses.replace(self, **changes)
+
+
+def _check_table_matches_fields() -> None:
+    fields = {f.name for f in dataclasses.fields(Settings)}
+    declared = {s.field for s in SETTINGS}
+    assert fields == declared, f"Settings fields and SETTINGS differ: {fields ^ declared}"
+
+
+_check_table_matches_fields()

@@ -1,0 +1,181 @@
+"""The exceptions of the domain, and the one place that turns any error into the Error body.
+
+Below the handlers, code raises the exceptions defined at the top of this module and knows
+nothing of HTTP. register_error_handlers() translates every exception that can reach the
+Connexion app (its own problems, Starlette's HTTP errors, ours, anything unexpected) into
+``{"code", "message", "status"}`` with the right status and headers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from connexion import FlaskApp
+    from connexion.lifecycle import ConnexionRequest, ConnexionResponse
+
+log = logging.getLogger("petstore.errors")
+
+RETRY_AFTER_UNAVAILABLE = 1
+
+
+class PetstoreError(Exception):
+    """Base of the domain's exceptions; its message is safe to show a client."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class OrderNotFound(PetstoreError):
+    def __init__(self, order_id: int) -> None:
+        super().__init__(f"No order has the id {order_id}.")
+        self.order_id = order_id
+
+
+class OrderAlreadyShipped(PetstoreError):
+    def __init__(self, order_id: int) -> None:
+        super().__init__(
+            f"Order {order_id} has already shipped and can no longer be cancelled."
+        )
+        self.order_id = order_id
+
+
+class DuplicateOrder(PetstoreError):
+    def __init__(self, order_id: int) -> None:
+        super().__init__(f"An order with the id {order_id} exists already.")
+        self.order_id = order_id
+
+
+class StoreUnavailable(PetstoreError):
+    """The database cannot answer now (locked past the busy timeout, read-only, full...)."""
+
+
+class DuplicateAuthorization(PetstoreError):
+    def __init__(self) -> None:
+        super().__init__("Send one Authorization header, not several.")
+
+
+# The HTTP edge -------------------------------------------------------------------------
+
+
+def error_body(status: int, code: str, message: str) -> bytes:
+    """The Error object every error response carries."""
+    return json.dumps({"code": code, "message": message, "status": status}).encode()
+
+
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> ConnexionResponse:
+    """A ConnexionResponse carrying the Error object."""
+    from connexion.lifecycle import ConnexionResponse
+
+    return ConnexionResponse(
+        status_code=status,
+        mimetype="application/json",
+        content_type="application/json",
+        body=error_body(status, code, message),
+        headers=headers or {},
+    )
+
+
+_HTTP_CODES = {
+    400: ("invalid_request", "The request is not valid."),
+    404: ("not_found", "There is nothing at this path."),
+    405: ("method_not_allowed", "This path does not support that method."),
+    406: ("not_acceptable", "This service answers with application/json only."),
+    415: ("unsupported_media_type", "This request body's media type is not supported."),
+}
+
+
+def _problem(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
+    """Connexion's own problems: validation (400) and security (401)."""
+    from connexion.exceptions import OAuthResponseProblem, Unauthorized
+
+    status = getattr(exc, "status", 500)
+    if isinstance(exc, OAuthResponseProblem):
+        return error_response(
+            401,
+            "invalid_api_key",
+            "The API key is not valid (unknown or revoked).",
+            {"WWW-Authenticate": 'Bearer error="invalid_token"'},
+        )
+    if isinstance(exc, Unauthorized):
+        return error_response(
+            401,
+            "missing_api_key",
+            "Send an API key in the header 'Authorization: Bearer <key>'.",
+            {"WWW-Authenticate": "Bearer"},
+        )
+    if status == 400:
+        return error_response(400, "invalid_request", _validation_message(exc))
+    if status >= 500:
+        return _internal(request, exc)
+    code, message = _HTTP_CODES.get(status, ("invalid_request", "The request is not valid."))
+    return error_response(status, code, message)
+
+
+def _validation_message(exc: Exception) -> str:
+    """The first line of the problem's detail: app.routing.ParameterValidator writes one
+    sentence there; jsonschema's dump of the schema that follows it is not for clients."""
+    detail = str(getattr(exc, "detail", "") or "")
+    return detail.split("\n", 1)[0].strip() or "The request is not valid."
+
+
+def _http_exception(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
+    """Starlette's HTTP errors: unknown routes (404), wrong methods (405), Flask aborts."""
+    status = getattr(exc, "status_code", 500)
+    if status >= 500:
+        return _internal(request, exc)
+    code, message = _HTTP_CODES.get(status, ("invalid_request", "The request is not valid."))
+    headers = {}
+    allow = (getattr(exc, "headers", None) or {}).get("Allow")
+    if status == 405 and allow:
+        headers["Allow"] = allow
+    return error_response(status, code, message, headers)
+
+
+def _domain(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
+    if isinstance(exc, OrderNotFound):
+        return error_response(404, "order_not_found", exc.message)
+    if isinstance(exc, OrderAlreadyShipped):
+        return error_response(409, "order_already_shipped", exc.message)
+    if isinstance(exc, StoreUnavailable):
+        log.warning("store unavailable: %s", exc.message)
+        return error_response(
+            503,
+            "service_unavailable",
+            "The service cannot reach its database right now; retry shortly.",
+            {"Retry-After": str(RETRY_AFTER_UNAVAILABLE)},
+        )
+    if isinstance(exc, DuplicateAuthorization):
+        return error_response(400, "invalid_request", exc.message)
+    return _internal(request, exc)
+
+
+def _internal(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
+    log.error(
+        "unexpected error on %s %s", request.method, request.url.path, exc_info=exc
+    )
+    return error_response(
+        500, "internal_error", "The service failed to handle this request; it has been logged."
+    )
+
+
+def server_error_handler(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
+    """Replaces Connexion's ServerErrorMiddleware default, which answers an empty 500
+    for errors raised outside the handlers (spec-first/connexion#2059)."""
+    return _internal(request, exc)
+
+
+def register_error_handlers(app: FlaskApp) -> None:
+    """Route every kind of exception to the Error body."""
+    from connexion.exceptions import ProblemException
+    from starlette.exceptions import HTTPException
+
+    app.add_error_handler(ProblemException, _problem)
+    app.add_error_handler(HTTPException, _http_exception)
+    app.add_error_handler(PetstoreError, _domain)
+    app.add_error_handler(Exception, _internal)

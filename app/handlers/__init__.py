@@ -1,0 +1,22 @@
+"""One module per OpenAPI tag; each function is the snake_case of an operationId."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import flask
+
+if TYPE_CHECKING:
+    from app import Services
+
+
+def services() -> Services:
+    """The running app's store, keyring and settings."""
+    return flask.current_app.extensions["petstore"]  # type: ignore[no-any-return]
+
+
+def no_content() -> flask.Response:
+    """A 204 with neither body nor Content-Type (Flask would label it text/html)."""
+    response = flask.Response(status=204)
+    del response.headers["Content-Type"]
+    return response

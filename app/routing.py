@@ -1,0 +1,148 @@
+"""How the OpenAPI document is mapped onto Python: operation resolution and path parsing.
+
+Connexion's defaults disagree with DESIGN.md D7 in three places, fixed here:
+
+- Its ``int`` route convertor (``[+-]?[0-9]+``) answers 404 for ``abc`` (connexion#770)
+  and turns ``005`` into 5. Integer path segments here match any segment and stay text
+  until StrictURIParser converts them.
+- Its coercion uses ``int()``, which accepts ``+5``, ``005``, ``5_0``, `` 5`` and Unicode
+  digits. StrictURIParser converts only canonical decimals; anything else stays a string
+  and fails validation with 400.
+- Its validation messages are jsonschema dumps. ParameterValidator says in one sentence
+  which parameter is wrong and what it must be.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import starlette.convertors
+import werkzeug.routing
+from connexion.middleware.routing import RoutingMiddleware
+from connexion.resolver import Resolver
+from connexion.uri_parsing import OpenAPIURIParser
+from connexion.validators import ParameterValidator as ConnexionParameterValidator
+from starlette.routing import Mount, Router
+from starlette.types import ASGIApp
+
+CANONICAL_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)\Z")
+SNAKE_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def snake_case(name: str) -> str:
+    """listOrders -> list_orders."""
+    return SNAKE_BOUNDARY.sub("_", name).lower()
+
+
+class TagResolver(Resolver):
+    """operationId ``listOrders`` tagged ``orders`` -> ``app.handlers.orders.list_orders``:
+    one handler module per tag, one function per operation, named in snake_case."""
+
+    def __init__(self, package: str = "app.handlers") -> None:
+        super().__init__()
+        self.package = package
+
+    def resolve_operation_id(self, operation: Any) -> str:
+        # Connexion keeps the operation's raw definition only in this attribute.
+        tags = operation._operation.get("tags") or ["default"]
+        return f"{self.package}.{snake_case(tags[0])}.{snake_case(operation.operation_id)}"
+
+
+class SegmentConvertor(starlette.convertors.Convertor[str]):
+    """Matches any one path segment and keeps it as text, for StrictURIParser to judge."""
+
+    regex = "[^/]+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return str(value)
+
+
+class FlaskSegmentConverter(werkzeug.routing.BaseConverter):
+    """The same for the inner Flask app's routes."""
+
+    regex = "[^/]+"
+
+
+class StrictRoutingMiddleware(RoutingMiddleware):
+    """Connexion's router with integer segments routed as text and no slash redirects
+    (a trailing slash is 404 not_found, DESIGN.md D7)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        super().__init__(app)
+        # Connexion registers its own "int" convertor in the line above; ours replaces it
+        # before any route is compiled.
+        starlette.convertors.register_url_convertor("int", SegmentConvertor())
+        self.router.redirect_slashes = False
+
+    def add_api(self, *args: Any, **kwargs: Any) -> None:
+        super().add_api(*args, **kwargs)
+        _no_slash_redirects(self.router)
+
+
+def _no_slash_redirects(router: Router) -> None:
+    router.redirect_slashes = False
+    for route in router.routes:
+        inner = getattr(route, "app", None)
+        if isinstance(route, Mount) and inner is not None:
+            inner_router = getattr(inner, "router", inner)
+            if isinstance(inner_router, Router):
+                _no_slash_redirects(inner_router)
+
+
+class StrictURIParser(OpenAPIURIParser):
+    """Converts integer path parameters only when written as canonical decimals."""
+
+    def resolve_path(self, path_data: dict[str, Any]) -> dict[str, Any]:
+        resolved = {}
+        strict = {}
+        for name, value in path_data.items():
+            schema = self.param_schemas.get(name) or {}
+            if schema.get("type") == "integer" and isinstance(value, str):
+                strict[name] = int(value) if CANONICAL_INTEGER.match(value) else value
+            else:
+                resolved[name] = value
+        resolved = super().resolve_path(resolved) if resolved else {}
+        resolved.update(strict)
+        return resolved
+
+
+class ParameterValidator(ConnexionParameterValidator):
+    """Connexion's parameter validation with one-sentence messages naming the parameter."""
+
+    @staticmethod
+    def validate_parameter(
+        parameter_type: str, value: Any, param: dict[str, Any], param_name: str | None = None
+    ) -> str | None:
+        error = ConnexionParameterValidator.validate_parameter(
+            parameter_type, value, param, param_name
+        )
+        if error is None:
+            return None
+        return f"The {parameter_type} parameter {param['name']} must be {_describe(param)}."
+
+
+def _describe(param: dict[str, Any]) -> str:
+    schema = param.get("schema", param)
+    if schema.get("type") == "integer":
+        text = "a whole number in plain decimal digits"
+        if "minimum" in schema and "maximum" in schema:
+            text += f" from {schema['minimum']} to {schema['maximum']}"
+        return text
+    return f"a valid {schema.get('type', 'value')}"
+
+
+VALIDATOR_MAP = {"parameter": ParameterValidator}
+
+
+def strict_middlewares() -> list[Any]:
+    """Connexion's default middleware stack with StrictRoutingMiddleware for its router."""
+    from connexion.middleware.main import ConnexionMiddleware
+
+    return [
+        StrictRoutingMiddleware if m is RoutingMiddleware else m
+        for m in ConnexionMiddleware.default_middlewares
+    ]

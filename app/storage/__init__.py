@@ -1,0 +1,123 @@
+"""The store interface (a Protocol) and open_store(settings).
+
+Every method returns plain dicts or dataclasses, never driver rows, so that another store
+(PostgreSQL, issue 8) can implement the same Protocol and pass the same storage suite.
+Orders come back in the API's field names, with absent values left out, never null.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from app.config import Settings
+
+ORDER_STATUSES = ("pending", "shipped", "cancelled")
+PLANS = ("free", "pro", "business", "enterprise")
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """An API key as stored: never the key itself, only its digest and visible prefix."""
+
+    id: int
+    prefix: str
+    name: str
+    plan: str
+    per_minute: int | None
+    per_day: int | None
+    created_at: str
+    revoked_at: str | None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+@dataclass(frozen=True)
+class Transition:
+    """The outcome of a conditional write: the order's status afterwards (None when there
+    is no such order) and whether this very call made the change."""
+
+    status: str | None
+    changed: bool
+
+
+class Store(Protocol):
+    """What the order rules, the API and the CLI need from a database."""
+
+    def migrate(self) -> int:
+        """Create or upgrade the schema; return the schema version now in force."""
+        ...
+
+    def list_orders(self, status: str | None = None) -> list[dict[str, Any]]:
+        """Every order (or those with one status), by id, in the API's field names."""
+        ...
+
+    def count_orders(self) -> int:
+        """How many orders the store holds, whatever their status."""
+        ...
+
+    def cancel_order(self, order_id: int, key_id: int | None, now: str) -> Transition:
+        """Cancel the order if it is pending, in one conditional write, recording when and
+        by which key. Of many concurrent calls, exactly one reports changed."""
+        ...
+
+    def ship_order(self, order_id: int, ship_date: str) -> Transition:
+        """Mark the order shipped on ship_date if it is pending, in one conditional write."""
+        ...
+
+    def import_orders(self, orders: Iterable[dict[str, Any]], upsert: bool = False) -> int:
+        """Insert (or with upsert, replace) the orders in one transaction; all or nothing.
+
+        Raises DuplicateOrder when an id exists already and upsert is false.
+        """
+        ...
+
+    def create_key(
+        self,
+        *,
+        digest: str,
+        prefix: str,
+        name: str,
+        plan: str,
+        per_minute: int | None,
+        per_day: int | None,
+        now: str,
+    ) -> ApiKey:
+        """Store a new key by its SHA-256 digest and return it."""
+        ...
+
+    def find_key(self, digest: str) -> ApiKey | None:
+        """The key whose full digest this is, revoked or not; None when there is none."""
+        ...
+
+    def get_key(self, key_id: int) -> ApiKey | None:
+        """The key with this id, or None."""
+        ...
+
+    def list_keys(self) -> list[ApiKey]:
+        """Every key, by id."""
+        ...
+
+    def revoke_key(self, key_id: int, now: str) -> ApiKey | None:
+        """Mark the key revoked (once; a second call keeps the first time) and return it."""
+        ...
+
+    def check(self) -> dict[str, str]:
+        """Connection facts for the storage suite (journal mode, synchronous level)."""
+        ...
+
+    def close(self) -> None:
+        """Close this thread's connection."""
+        ...
+
+
+def open_store(settings: Settings) -> Store:
+    """Open the store the settings name and bring its schema up to date."""
+    from app.storage.sqlite import SQLiteStore
+
+    store = SQLiteStore(settings.database, busy_timeout_ms=settings.busy_timeout_ms)
+    store.migrate()
+    return store

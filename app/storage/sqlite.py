@@ -1,0 +1,321 @@
+"""The SQLite store, through sqlite-utils: the only module that imports sqlite3.
+
+Each thread gets its own connection (Flask handlers run in a thread pool under Connexion 3,
+and a sqlite3 connection belongs to the thread that opened it). Every connection runs with
+``synchronous=FULL`` in WAL mode, so an acknowledged write survives a machine crash, and
+with a busy timeout of at most 1 s, after which the caller gets StoreUnavailable (503).
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import sqlite_utils
+
+from app.errors import DuplicateOrder, StoreUnavailable
+from app.storage import ApiKey, Transition
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+ORDER_COLUMNS = "id, pet_id, quantity, ship_date, complete, status"
+KEY_COLUMNS = "id, prefix, name, plan, per_minute, per_day, created_at, revoked_at"
+
+
+def _translate_errors(method: Callable[P, T]) -> Callable[P, T]:
+    """Turn the database's operational failures into StoreUnavailable, the 503 of D15."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return method(*args, **kwargs)
+        except sqlite3.OperationalError as exc:
+            raise StoreUnavailable(f"SQLite: {exc}") from exc
+
+    return wrapper
+
+
+def _order(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A row of ORDER_COLUMNS in the API's field names, absent values left out (D1)."""
+    order_id, pet_id, quantity, ship_date, complete, status = row
+    order: dict[str, Any] = {"id": order_id}
+    if pet_id is not None:
+        order["petId"] = pet_id
+    if quantity is not None:
+        order["quantity"] = quantity
+    if ship_date is not None:
+        order["shipDate"] = ship_date
+    order["complete"] = bool(complete)
+    order["status"] = status
+    return order
+
+
+def _key(row: dict[str, Any]) -> ApiKey:
+    return ApiKey(**row)
+
+
+def _create_schema_v1(db: sqlite_utils.Database) -> None:
+    db["api_keys"].create(  # type: ignore[union-attr]
+        {
+            "id": int,
+            "prefix": str,
+            "digest": str,
+            "name": str,
+            "plan": str,
+            "per_minute": int,
+            "per_day": int,
+            "created_at": str,
+            "revoked_at": str,
+        },
+        pk="id",
+        not_null={"prefix", "digest", "name", "plan", "created_at"},
+    )
+    db["api_keys"].create_index(["digest"], unique=True)  # type: ignore[union-attr]
+    # sqlite-utils' create() has no CHECK constraints; the status rule is the database's
+    # own guard against a bad import or a hand-edited row.
+    db.execute(
+        """
+        CREATE TABLE orders (
+            id INTEGER PRIMARY KEY,
+            pet_id INTEGER,
+            quantity INTEGER,
+            ship_date TEXT,
+            complete INTEGER NOT NULL DEFAULT 0,
+            status TEXT NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'shipped', 'cancelled')),
+            cancelled_at TEXT,
+            cancelled_by INTEGER REFERENCES api_keys(id)
+        )
+        """
+    )
+    db["orders"].create_index(["status"])  # type: ignore[union-attr]
+
+
+MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_create_schema_v1,)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class SQLiteStore:
+    """Orders and API keys in one SQLite file."""
+
+    def __init__(self, path: str | Path, busy_timeout_ms: int = 1000) -> None:
+        self.path = str(path)
+        self.busy_timeout_ms = busy_timeout_ms
+        self._local = threading.local()
+
+    # connections ---------------------------------------------------------------------
+
+    def _connect(self) -> sqlite_utils.Database:
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self.busy_timeout_ms / 1000,
+            isolation_level=None,  # autocommit; transactions are explicit (BEGIN IMMEDIATE)
+        )
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        return sqlite_utils.Database(conn)
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = self._local.db = self._connect()
+        return db
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite_utils.Database]:
+        """One write transaction, taking the write lock up front so that it never has to
+        be upgraded half-way (which could fail with SQLITE_BUSY regardless of timeout)."""
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close this thread's connection."""
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.conn.close()
+            self._local.db = None
+
+    @_translate_errors
+    def check(self) -> dict[str, str]:
+        """Connection facts for the storage suite (journal mode, synchronous level)."""
+        db = self.db
+        return {
+            "journal_mode": db.execute("PRAGMA journal_mode").fetchone()[0],
+            "synchronous": str(db.execute("PRAGMA synchronous").fetchone()[0]),
+            "busy_timeout": str(db.execute("PRAGMA busy_timeout").fetchone()[0]),
+        }
+
+    # schema ----------------------------------------------------------------------------
+
+    @_translate_errors
+    def migrate(self) -> int:
+        """Create or upgrade the schema; return the schema version now in force.
+
+        Safe to run from several processes at once: the version is read and raised inside
+        one write transaction.
+        """
+        db = self.db
+        db.execute("PRAGMA journal_mode = WAL")
+        with self._write():
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            for migration in MIGRATIONS[version:]:
+                migration(db)
+            if version < SCHEMA_VERSION:
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        return SCHEMA_VERSION
+
+    # orders ----------------------------------------------------------------------------
+
+    @_translate_errors
+    def list_orders(self, status: str | None = None) -> list[dict[str, Any]]:
+        """Every order (or those with one status), by id, in the API's field names."""
+        sql = f"SELECT {ORDER_COLUMNS} FROM orders"
+        params: tuple[Any, ...] = ()
+        if status is not None:
+            sql += " WHERE status = ?"
+            params = (status,)
+        rows = self.db.execute(sql + " ORDER BY id", params).fetchall()
+        return [_order(row) for row in rows]
+
+    @_translate_errors
+    def count_orders(self) -> int:
+        """How many orders the store holds, whatever their status."""
+        return int(self.db.execute("SELECT count(*) FROM orders").fetchone()[0])
+
+    def _transition(
+        self, update: str, params: tuple[Any, ...], order_id: int, target: str
+    ) -> Transition:
+        """Run a conditional UPDATE to target (its WHERE clause requires status = 'pending');
+        when it changes nothing, read the status in the same transaction to say why."""
+        with self._write() as db:
+            if db.execute(update, params).rowcount == 1:
+                return Transition(target, changed=True)
+            row = db.execute("SELECT status FROM orders WHERE id = ?", (order_id,)).fetchone()
+        return Transition(None if row is None else str(row[0]), changed=False)
+
+    @_translate_errors
+    def cancel_order(self, order_id: int, key_id: int | None, now: str) -> Transition:
+        """Cancel the order if it is pending, in one conditional write, recording when and
+        by which key. Of many concurrent calls, exactly one reports changed."""
+        return self._transition(
+            "UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancelled_by = ? "
+            "WHERE id = ? AND status = 'pending'",
+            (now, key_id, order_id),
+            order_id,
+            "cancelled",
+        )
+
+    @_translate_errors
+    def ship_order(self, order_id: int, ship_date: str) -> Transition:
+        """Mark the order shipped on ship_date if it is pending, in one conditional write."""
+        return self._transition(
+            "UPDATE orders SET status = 'shipped', ship_date = ? "
+            "WHERE id = ? AND status = 'pending'",
+            (ship_date, order_id),
+            order_id,
+            "shipped",
+        )
+
+    @_translate_errors
+    def import_orders(self, orders: Iterable[dict[str, Any]], upsert: bool = False) -> int:
+        """Insert (or with upsert, replace) the orders in one transaction; all or nothing."""
+        verb = "INSERT OR REPLACE" if upsert else "INSERT"
+        sql = (
+            f"{verb} INTO orders (id, pet_id, quantity, ship_date, complete, status) "
+            "VALUES (?, ?, ?, ?, ?, ?)"
+        )
+        count = 0
+        with self._write() as db:
+            for order in orders:
+                values = (
+                    order.get("id"),
+                    order.get("petId"),
+                    order.get("quantity"),
+                    order.get("shipDate"),
+                    int(bool(order.get("complete", False))),
+                    order.get("status", "pending"),
+                )
+                try:
+                    db.execute(sql, values)
+                except sqlite3.IntegrityError as exc:
+                    if "UNIQUE" in str(exc) and order.get("id") is not None:
+                        raise DuplicateOrder(order["id"]) from None
+                    raise
+                count += 1
+        return count
+
+    # API keys --------------------------------------------------------------------------
+
+    @_translate_errors
+    def create_key(
+        self,
+        *,
+        digest: str,
+        prefix: str,
+        name: str,
+        plan: str,
+        per_minute: int | None,
+        per_day: int | None,
+        now: str,
+    ) -> ApiKey:
+        """Store a new key by its SHA-256 digest and return it."""
+        with self._write() as db:
+            cursor = db.execute(
+                "INSERT INTO api_keys (prefix, digest, name, plan, per_minute, per_day, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (prefix, digest, name, plan, per_minute, per_day, now),
+            )
+            key_id = cursor.lastrowid
+        key = self.get_key(int(key_id or 0))
+        assert key is not None
+        return key
+
+    def _one_key(self, where: str, value: Any) -> ApiKey | None:
+        rows = list(
+            self.db.query(f"SELECT {KEY_COLUMNS} FROM api_keys WHERE {where} = ?", (value,))
+        )
+        return _key(rows[0]) if rows else None
+
+    @_translate_errors
+    def find_key(self, digest: str) -> ApiKey | None:
+        """The key whose full digest this is, revoked or not; None when there is none."""
+        return self._one_key("digest", digest)
+
+    @_translate_errors
+    def get_key(self, key_id: int) -> ApiKey | None:
+        """The key with this id, or None."""
+        return self._one_key("id", key_id)
+
+    @_translate_errors
+    def list_keys(self) -> list[ApiKey]:
+        """Every key, by id."""
+        return [
+            _key(row)
+            for row in self.db.query(f"SELECT {KEY_COLUMNS} FROM api_keys ORDER BY id")
+        ]
+
+    @_translate_errors
+    def revoke_key(self, key_id: int, now: str) -> ApiKey | None:
+        """Mark the key revoked (once; a second call keeps the first time) and return it."""
+        with self._write() as db:
+            db.execute(
+                "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+                (now, key_id),
+            )
+        return self.get_key(key_id)

@@ -1,0 +1,189 @@
+"""One storage suite, run over every store through a parametrised fixture.
+
+Only SQLite exists today; a PostgreSQL store (issue 8) joins the `params` list and must
+pass the same tests.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from app import auth
+from app.errors import DuplicateOrder, StoreUnavailable
+from app.storage import Store
+from app.storage.sqlite import SCHEMA_VERSION, SQLiteStore
+
+NOW = "2026-01-01T00:00:00Z"
+
+
+@pytest.fixture(params=["sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    store = SQLiteStore(tmp_path / "store.db", busy_timeout_ms=200)
+    store.migrate()
+    yield store
+    store.close()
+
+
+def _key(store: Store, name: str = "k") -> int:
+    new = auth.generate_key()
+    key = store.create_key(
+        digest=new.digest, prefix=new.prefix, name=name, plan="free",
+        per_minute=None, per_day=None, now=NOW,
+    )
+    return key.id
+
+
+def test_every_connection_is_wal_with_synchronous_full(store: Store) -> None:
+    facts: list[dict[str, str]] = []
+
+    def read() -> None:
+        facts.append(store.check())
+        store.close()
+
+    threads = [threading.Thread(target=read) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    facts.append(store.check())
+    assert len(facts) == 4
+    for fact in facts:
+        assert fact["journal_mode"] == "wal"
+        assert fact["synchronous"] == "2"  # FULL
+        assert 0 < int(fact["busy_timeout"]) <= 1000
+
+
+def test_migrate_is_idempotent_and_reports_the_version(store: Store) -> None:
+    store.import_orders([{"id": 1, "status": "pending"}])
+    assert store.migrate() == SCHEMA_VERSION
+    assert store.migrate() == SCHEMA_VERSION
+    assert store.count_orders() == 1
+
+
+def test_orders_come_back_by_id_in_api_names_without_nulls(store: Store) -> None:
+    store.import_orders([
+        {"id": 2, "petId": 5, "quantity": 3, "shipDate": NOW, "complete": True,
+         "status": "shipped"},
+        {"id": 1, "status": "pending"},
+    ])
+    assert store.list_orders() == [
+        {"id": 1, "complete": False, "status": "pending"},
+        {"id": 2, "petId": 5, "quantity": 3, "shipDate": NOW, "complete": True,
+         "status": "shipped"},
+    ]
+    assert [o["id"] for o in store.list_orders("shipped")] == [2]
+
+
+def test_import_assigns_ids_when_rows_have_none(store: Store) -> None:
+    assert store.import_orders([{"status": "pending"}, {"status": "pending"}]) == 2
+    assert [o["id"] for o in store.list_orders()] == [1, 2]
+
+
+def test_import_is_all_or_nothing_on_a_duplicate_id(store: Store) -> None:
+    store.import_orders([{"id": 5, "status": "pending"}])
+    with pytest.raises(DuplicateOrder) as info:
+        store.import_orders([{"id": 6, "status": "pending"}, {"id": 5, "status": "shipped"}])
+    assert info.value.order_id == 5
+    assert [o["id"] for o in store.list_orders()] == [5]
+    assert store.list_orders()[0]["status"] == "pending"
+
+
+def test_import_with_upsert_replaces_existing_orders(store: Store) -> None:
+    store.import_orders([{"id": 5, "status": "pending"}])
+    store.import_orders([{"id": 5, "status": "shipped", "shipDate": NOW}], upsert=True)
+    assert store.list_orders() == [
+        {"id": 5, "shipDate": NOW, "complete": False, "status": "shipped"}
+    ]
+
+
+def test_cancel_moves_only_a_pending_order(store: Store) -> None:
+    key_id = _key(store)
+    store.import_orders([
+        {"id": 1, "status": "pending"}, {"id": 2, "status": "shipped"},
+        {"id": 3, "status": "cancelled"},
+    ])
+    first = store.cancel_order(1, key_id, NOW)
+    assert (first.status, first.changed) == ("cancelled", True)
+    again = store.cancel_order(1, key_id, NOW)
+    assert (again.status, again.changed) == ("cancelled", False)
+    shipped = store.cancel_order(2, key_id, NOW)
+    assert (shipped.status, shipped.changed) == ("shipped", False)
+    missing = store.cancel_order(99, key_id, NOW)
+    assert (missing.status, missing.changed) == (None, False)
+    assert [o["status"] for o in store.list_orders()] == ["cancelled", "shipped", "cancelled"]
+
+
+def test_concurrent_cancels_of_one_order_record_one_cancellation(store: Store) -> None:
+    store.import_orders([{"id": 1, "status": "pending"}])
+    key_ids = [_key(store, f"k{i}") for i in range(8)]
+    barrier = threading.Barrier(len(key_ids))
+
+    def cancel(key_id: int) -> bool:
+        barrier.wait()
+        try:
+            return store.cancel_order(1, key_id, NOW).changed
+        finally:
+            store.close()
+
+    with ThreadPoolExecutor(len(key_ids)) as pool:
+        changed = list(pool.map(cancel, key_ids))
+    assert changed.count(True) == 1
+    assert store.list_orders()[0]["status"] == "cancelled"
+
+
+def test_ship_and_cancel_exclude_each_other(store: Store) -> None:
+    store.import_orders([{"id": 1, "status": "pending"}])
+    shipped = store.ship_order(1, NOW)
+    assert (shipped.status, shipped.changed) == ("shipped", True)
+    assert store.cancel_order(1, None, NOW).status == "shipped"
+    store.import_orders([{"id": 2, "status": "pending"}])
+    store.cancel_order(2, None, NOW)
+    refused = store.ship_order(2, NOW)
+    assert (refused.status, refused.changed) == ("cancelled", False)
+
+
+def test_keys_are_found_by_full_digest_only(store: Store) -> None:
+    new = auth.generate_key()
+    created = store.create_key(
+        digest=new.digest, prefix=new.prefix, name="shop", plan="enterprise",
+        per_minute=5, per_day=50, now=NOW,
+    )
+    assert store.find_key(new.digest) == created
+    assert (created.plan, created.per_minute, created.per_day) == ("enterprise", 5, 50)
+    assert store.find_key(new.prefix) is None
+    assert store.find_key(auth.digest(new.prefix)) is None
+    assert store.find_key(new.secret) is None, "the secret itself is never stored"
+
+
+def test_revoke_keeps_the_first_revocation_time(store: Store) -> None:
+    key_id = _key(store)
+    first = store.revoke_key(key_id, NOW)
+    assert first is not None and first.revoked_at == NOW and not first.active
+    second = store.revoke_key(key_id, "2027-01-01T00:00:00Z")
+    assert second is not None and second.revoked_at == NOW
+    assert store.revoke_key(999, NOW) is None
+    assert [k.id for k in store.list_keys()] == [key_id]
+
+
+def test_a_lock_held_past_the_busy_timeout_is_store_unavailable(
+    store: Store, tmp_path: Path
+) -> None:
+    store.import_orders([{"id": 1, "status": "pending"}])
+    blocker = sqlite3.connect(tmp_path / "store.db", isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            store.cancel_order(1, None, NOW)
+        assert time.monotonic() - started < 5, "gave up after the busy timeout, not a hang"
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert store.cancel_order(1, None, NOW).changed, "recovers once the lock is gone"

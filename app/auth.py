@@ -72,7 +72,7 @@ class Keyring:
                 with self._lock:
                     self._cache[key_digest] = key
             else:
-                key = cached  # type: ignore[assignment]
+                key = cached
         return key if key is not None and key.active else None
 
 

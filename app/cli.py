@@ -20,7 +20,7 @@ import click
 from app import auth, orders
 from app.config import Settings, SettingsError
 from app.errors import DuplicateOrder, PetstoreError
-from app.storage import PLANS, ORDER_STATUSES, ApiKey, Store, open_store
+from app.storage import ORDER_STATUSES, PLANS, ApiKey, Store, open_store
 
 DEMO_ORDERS: tuple[dict[str, Any], ...] = (
     {"petId": 1, "quantity": 1, "status": "pending"},
@@ -117,7 +117,9 @@ def _create_key(
 @keys.command("create")
 @click.option("--plan", type=click.Choice(PLANS), required=True, help="The key's plan.")
 @click.option("--name", default="", help="Who or what the key is for.")
-@click.option("--per-minute", type=click.IntRange(min=1), help="Enterprise only: requests a minute.")
+@click.option(
+    "--per-minute", type=click.IntRange(min=1), help="Enterprise only: requests a minute."
+)
 @click.option("--per-day", type=click.IntRange(min=1), help="Enterprise only: requests a day.")
 def keys_create(plan: str, name: str, per_minute: int | None, per_day: int | None) -> None:
     """Create a key and print it, alone, on standard output. It is shown only this once:
@@ -190,7 +192,7 @@ def orders_group() -> None:
     """Import, ship and list orders."""
 
 
-class ImportError_(click.ClickException):
+class ImportFailed(click.ClickException):
     """A row that cannot be imported: where it is and why."""
 
 
@@ -201,7 +203,7 @@ def _rows(stream: IO[str], fmt: str, name: str) -> Iterator[tuple[str, dict[str,
         for row in reader:
             cleaned = {k: (v if v != "" else None) for k, v in row.items() if k is not None}
             if None in row:
-                raise ImportError_(f"{name} line {reader.line_num}: more cells than columns")
+                raise ImportFailed(f"{name} line {reader.line_num}: more cells than columns")
             yield f"{name} line {reader.line_num}", cleaned
     elif fmt == "ndjson":
         for number, line in enumerate(stream, start=1):
@@ -210,16 +212,16 @@ def _rows(stream: IO[str], fmt: str, name: str) -> Iterator[tuple[str, dict[str,
             try:
                 yield f"{name} line {number}", json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ImportError_(f"{name} line {number}: not valid JSON ({exc.msg})") from None
+                raise ImportFailed(f"{name} line {number}: not valid JSON ({exc.msg})") from None
     else:
         try:
             data = json.load(stream)
         except json.JSONDecodeError as exc:
-            raise ImportError_(
+            raise ImportFailed(
                 f"{name} line {exc.lineno}: not valid JSON ({exc.msg})"
             ) from None
         if not isinstance(data, list):
-            raise ImportError_(f"{name}: expected a JSON array of orders")
+            raise ImportFailed(f"{name}: expected a JSON array of orders")
         for number, row in enumerate(data, start=1):
             yield f"{name} item {number}", row
 
@@ -252,10 +254,10 @@ def orders_import(file: IO[str], fmt: str | None, upsert: bool) -> None:
         try:
             order = orders.order_from_row(row)
         except orders.InvalidOrder as exc:
-            raise ImportError_(f"{where}: {exc}") from None
+            raise ImportFailed(f"{where}: {exc}") from None
         if "id" in order:
             if order["id"] in seen:
-                raise ImportError_(f"{where}: id {order['id']} appears again (first at "
+                raise ImportFailed(f"{where}: id {order['id']} appears again (first at "
                                    f"{seen[order['id']]})")
             seen[order["id"]] = where
         valid.append(order)
@@ -265,7 +267,7 @@ def orders_import(file: IO[str], fmt: str | None, upsert: bool) -> None:
     try:
         count = store.import_orders(valid, upsert=upsert)
     except DuplicateOrder as exc:
-        raise ImportError_(
+        raise ImportFailed(
             f"{seen.get(exc.order_id, name)}: {exc.message} Nothing was imported; "
             "use --upsert to replace existing orders."
         ) from None
@@ -343,3 +345,7 @@ def serve(bind: str | None, workers: int | None) -> None:
         "wsgi:app",
     ]
     os.execv(sys.executable, argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -15,7 +15,7 @@ def list_orders() -> tuple[list[dict[str, Any]], int]:
     return orders.list_all(services().store), 200
 
 
-def cancel_order(orderId: int, token_info: dict[str, Any]) -> flask.Response:  # noqa: N803
+def cancel_order(orderId: int, token_info: dict[str, Any]) -> flask.Response:
     """DELETE /store/orders/{orderId}: cancel a pending order."""
     orders.cancel(services().store, orderId, key_id=token_info["key_id"])
     return no_content()

@@ -122,7 +122,7 @@ def test_ship_date_is_normalised_to_utc() -> None:
         ({"quantity": 0}, "quantity must be between 1"),
         ({"quantity": 1.5}, "quantity must be a whole number"),
         ({"quantity": True}, "quantity must be a whole number"),
-        ({"petId": "٥"}, "petId must be a whole number"),
+        ({"petId": "\u0665"}, "petId must be a whole number"),
         ({"shipDate": "2026-05-01T12:00:00"}, "needs a time-zone offset"),
         ({"shipDate": "tomorrow"}, "ISO 8601"),
         ({"status": "lost"}, "status must be one of"),

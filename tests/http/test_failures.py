@@ -1,0 +1,92 @@
+"""What a client sees when the service itself fails: never a stack trace, never empty."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from typing import Any
+
+import pytest
+from connexion.middleware import MiddlewarePosition
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app import create_app
+from app.config import Settings
+from app.storage import Store
+from tests.support import assert_error, make_key
+
+LIST = "/v1/store/orders"
+
+
+class ExplodingStore:
+    """Wraps a store; every order operation raises an unexpected error."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def list_orders(self, status: str | None = None) -> list[dict[str, Any]]:
+        raise RuntimeError("secret internals: SELECT * FROM orders")
+
+    def cancel_order(self, *args: Any) -> Any:
+        raise KeyError("boom")
+
+
+def test_an_unexpected_error_in_a_handler_is_500_logged_not_shown(
+    app: Any, auth: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    services = app.app.extensions["petstore"]
+    app.app.extensions["petstore"] = type(services)(
+        services.settings, ExplodingStore(services.store), services.keyring
+    )
+    with app.test_client() as client, caplog.at_level(logging.ERROR):
+        body = assert_error(client.get(LIST, headers=auth), 500, "internal_error")
+        assert "secret" not in body["message"]
+        assert_error(client.delete(f"{LIST}/1", headers=auth), 500, "internal_error")
+    assert "Traceback" in caplog.text and "secret internals" in caplog.text
+
+
+class Boom:
+    """A middleware that fails outside every handler, like a broken quota storage would."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            raise RuntimeError("failure outside the handlers")
+        await self.app(scope, receive, send)
+
+
+def test_an_error_outside_the_handlers_is_a_500_error_object_not_an_empty_body(
+    settings: Settings, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = create_app(settings)
+    app.add_middleware(Boom, position=MiddlewarePosition.BEFORE_EXCEPTION)
+    with app.test_client(raise_server_exceptions=False) as client, \
+            caplog.at_level(logging.ERROR):
+        assert_error(client.get(LIST), 500, "internal_error")
+    assert "failure outside the handlers" in caplog.text
+
+
+def test_a_database_locked_past_the_busy_timeout_is_503_with_retry_after(
+    settings: Settings, store: Store
+) -> None:
+    store.import_orders([{"id": 1, "status": "pending"}])
+    key = make_key(store)
+    app = create_app(settings.replace(busy_timeout_ms=100))
+    headers = {"Authorization": f"Bearer {key}"}
+    blocker = sqlite3.connect(settings.database, isolation_level=None)
+    with app.test_client() as client:
+        assert client.get(LIST, headers=headers).status_code == 200
+        blocker.execute("BEGIN EXCLUSIVE")
+        try:
+            response = client.delete(f"{LIST}/1", headers=headers)
+            assert_error(response, 503, "service_unavailable")
+            assert int(response.headers["retry-after"]) >= 1
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        assert client.delete(f"{LIST}/1", headers=headers).status_code == 204, "recovered"

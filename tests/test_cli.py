@@ -1,0 +1,183 @@
+"""The `petstore` command, run in-process with click's runner on a real SQLite file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from app import auth
+from app.cli import main
+from app.config import Settings
+from app.storage import open_store
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "cli.db"
+
+
+def run(db: Path, *args: str, input: str | None = None) -> Result:
+    runner = CliRunner()
+    return runner.invoke(main, list(args), input=input, env={"PETSTORE_DATABASE": str(db)})
+
+
+def orders_in(db: Path) -> list[dict]:
+    return open_store(Settings(database=str(db))).list_orders()
+
+
+def test_every_command_has_a_help(db: Path) -> None:
+    commands = [[], ["init"], ["keys"], ["keys", "create"], ["keys", "list"],
+                ["keys", "revoke"], ["orders"], ["orders", "import"], ["orders", "ship"],
+                ["orders", "list"], ["serve"]]
+    for command in commands:
+        result = run(db, *command, "--help")
+        assert result.exit_code == 0, (command, result.output)
+        assert "Usage: " in result.output and len(result.output.splitlines()) > 4
+
+
+def test_init_demo_adds_orders_in_every_status_and_prints_a_working_key(db: Path) -> None:
+    result = run(db, "init", "--demo")
+    assert result.exit_code == 0, result.output
+    secret = result.stdout.strip()
+    assert secret.startswith("psk_") and "\n" not in secret
+    statuses = {o["status"] for o in orders_in(db)}
+    assert statuses == {"pending", "shipped", "cancelled"}
+    store = open_store(Settings(database=str(db)))
+    key = store.find_key(auth.digest(secret))
+    assert key is not None and key.plan == "free"
+
+
+def test_init_demo_twice_adds_nothing_and_says_how_to_make_a_key(db: Path) -> None:
+    run(db, "init", "--demo")
+    before = orders_in(db)
+    again = run(db, "init", "--demo")
+    assert again.exit_code == 0
+    assert again.stdout == ""
+    assert "petstore keys create" in again.stderr
+    assert orders_in(db) == before
+
+
+def test_keys_create_prints_the_key_alone_and_list_shows_no_secret(db: Path) -> None:
+    created = run(db, "keys", "create", "--plan", "pro", "--name", "shop")
+    assert created.exit_code == 0, created.output
+    secret = created.stdout.strip()
+    assert secret.startswith("psk_") and len(secret) > 40
+    listing = run(db, "keys", "list")
+    assert secret[:12] in listing.stdout and secret not in listing.stdout
+    assert "pro" in listing.stdout and "shop" in listing.stdout
+    rows = json.loads(run(db, "keys", "list", "--json").stdout)
+    assert rows[0]["plan"] == "pro" and rows[0]["revoked_at"] is None
+    assert secret not in json.dumps(rows)
+
+
+def test_enterprise_keys_need_their_own_numbers_and_others_refuse_them(db: Path) -> None:
+    assert run(db, "keys", "create", "--plan", "enterprise").exit_code == 2
+    assert run(db, "keys", "create", "--plan", "free", "--per-minute", "5").exit_code == 2
+    result = run(db, "keys", "create", "--plan", "enterprise", "--per-minute", "5",
+                 "--per-day", "50")
+    assert result.exit_code == 0
+    rows = json.loads(run(db, "keys", "list", "--json").stdout)
+    assert (rows[0]["per_minute"], rows[0]["per_day"]) == (5, 50)
+
+
+def test_keys_revoke_marks_the_key_and_an_unknown_id_fails(db: Path) -> None:
+    run(db, "keys", "create", "--plan", "free")
+    assert run(db, "keys", "revoke", "1").exit_code == 0
+    assert json.loads(run(db, "keys", "list", "--json").stdout)[0]["revoked_at"]
+    missing = run(db, "keys", "revoke", "42")
+    assert missing.exit_code == 1 and "no key has the id 42" in missing.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("orders.json", '[{"id": 1, "petId": 3}, {"id": 2, "status": "shipped",'
+                        ' "shipDate": "2026-01-01T10:00:00+01:00"}]'),
+        ("orders.ndjson", '{"id": 1, "petId": 3}\n\n{"id": 2, "status": "shipped",'
+                          ' "shipDate": "2026-01-01T10:00:00+01:00"}\n'),
+        ("orders.csv", "id,petId,status,shipDate\n1,3,,\n2,,shipped,2026-01-01T10:00:00+01:00\n"),
+    ],
+)
+def test_import_reads_json_ndjson_and_csv(db: Path, tmp_path: Path, name: str,
+                                          content: str) -> None:
+    path = tmp_path / name
+    path.write_text(content)
+    result = run(db, "orders", "import", str(path))
+    assert result.exit_code == 0, result.output
+    assert orders_in(db) == [
+        {"id": 1, "petId": 3, "complete": False, "status": "pending"},
+        {"id": 2, "shipDate": "2026-01-01T09:00:00Z", "complete": False, "status": "shipped"},
+    ]
+
+
+def test_import_from_standard_input(db: Path) -> None:
+    result = run(db, "orders", "import", "-", input='[{"petId": 1}]')
+    assert result.exit_code == 0, result.output
+    assert len(orders_in(db)) == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "where", "reason"),
+    [
+        ("bad.csv", "id,quantity\n1,2\n2,x\n", "bad.csv line 3", "quantity must be a whole"),
+        ("bad.ndjson", '{"id": 1}\n{"id": 2, "status": "lost"}\n', "bad.ndjson line 2",
+         "status must be one of"),
+        ("bad.ndjson", '{"id": 1}\n{oops\n', "bad.ndjson line 2", "not valid JSON"),
+        ("bad.json", '[{"id": 1}, {"id": 1}]', "bad.json item 2", "appears again"),
+        ("bad.json", '{"id": 1}', "bad.json", "expected a JSON array"),
+    ],
+)
+def test_a_bad_row_aborts_the_whole_import_naming_its_line(
+    db: Path, tmp_path: Path, name: str, content: str, where: str, reason: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(content)
+    result = run(db, "orders", "import", str(path))
+    assert result.exit_code == 1
+    assert where in result.stderr and reason in result.stderr, result.stderr
+    assert orders_in(db) == []
+
+
+def test_an_existing_id_aborts_unless_upsert(db: Path) -> None:
+    run(db, "orders", "import", "-", input='[{"id": 1}]')
+    result = run(db, "orders", "import", "-", input='[{"id": 2}, {"id": 1, "quantity": 5}]')
+    assert result.exit_code == 1 and "id 1 exists already" in result.stderr
+    assert [o["id"] for o in orders_in(db)] == [1]
+    result = run(db, "orders", "import", "--upsert", "-",
+                 input='[{"id": 2}, {"id": 1, "quantity": 5}]')
+    assert result.exit_code == 0
+    assert orders_in(db)[0]["quantity"] == 5
+
+
+def test_ship_marks_pending_orders_and_refuses_cancelled_ones(db: Path) -> None:
+    run(db, "orders", "import", "-",
+        input='[{"id": 1}, {"id": 2}, {"id": 3, "status": "cancelled"}]')
+    result = run(db, "orders", "ship", "1", "2", "--date", "2026-03-01T12:00:00+00:00")
+    assert result.exit_code == 0, result.output
+    shipped = orders_in(db)
+    assert [o["status"] for o in shipped] == ["shipped", "shipped", "cancelled"]
+    assert shipped[0]["shipDate"] == "2026-03-01T12:00:00Z"
+    refused = run(db, "orders", "ship", "3", "9")
+    assert refused.exit_code == 1
+    assert "order 3: cancelled, so it cannot ship" in refused.stderr
+    assert "order 9: no such order" in refused.stderr
+    bad_date = run(db, "orders", "ship", "1", "--date", "soon")
+    assert bad_date.exit_code == 2 and "ISO 8601" in bad_date.stderr
+
+
+def test_orders_list_filters_by_status_and_prints_json(db: Path) -> None:
+    run(db, "orders", "import", "-", input='[{"id": 1}, {"id": 2, "status": "shipped"}]')
+    rows = json.loads(run(db, "orders", "list", "--status", "shipped", "--json").stdout)
+    assert [o["id"] for o in rows] == [2]
+    table = run(db, "orders", "list").stdout
+    assert "pending" in table and "shipped" in table
+
+
+def test_a_bad_setting_is_a_usage_error_not_a_traceback(db: Path) -> None:
+    env = {"PETSTORE_DATABASE": str(db), "PETSTORE_BUSY_TIMEOUT_MS": "5000"}
+    result = CliRunner().invoke(main, ["keys", "list"], env=env)
+    assert result.exit_code == 2
+    assert "PETSTORE_BUSY_TIMEOUT_MS" in result.stderr and "Traceback" not in result.output

@@ -14,7 +14,7 @@ from connexion.middleware import MiddlewarePosition
 from connexion.middleware.server_error import ServerErrorMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app import errors, routing
+from app import errors, quotas, routing
 from app.auth import SCOPE_KEY, Keyring
 from app.config import Settings
 from app.storage import Store, open_store
@@ -23,6 +23,11 @@ __version__ = "1.0.0"
 
 OPENAPI_DIR = Path(__file__).resolve().parent.parent / "openapi"
 API_SPEC = "petstore-v1.yaml"
+BASE_PATH = "/v1"
+# No quota and no rate-limit headers on the document, its UI and the operations endpoints
+# (DESIGN.md D9).
+UNMETERED_PREFIXES = (f"{BASE_PATH}/openapi.json", f"{BASE_PATH}/ui", "/healthz", "/readyz",
+                      "/metrics")
 
 
 @dataclass(frozen=True)
@@ -85,7 +90,18 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
         strict_validation=False,  # D6: unknown query parameters are ignored in v1
     )
     errors.register_error_handlers(app)
-    # Quotas (issue 3) go here, outermost, at MiddlewarePosition.BEFORE_EXCEPTION.
+    if settings.ratelimit_enabled:
+        app.add_middleware(
+            quotas.RateLimitMiddleware,
+            position=MiddlewarePosition.BEFORE_EXCEPTION,
+            settings=settings,
+            store=store,
+            keyring=services.keyring,
+            plans=quotas.load_plans(OPENAPI_DIR / API_SPEC),
+            quotas=quotas.Quotas(settings),
+            exempt_prefixes=UNMETERED_PREFIXES,
+        )
+        app.add_middleware(quotas.RateLimitHeaders, position=MiddlewarePosition.BEFORE_CONTEXT)
     app.add_middleware(
         RequestServices, position=MiddlewarePosition.BEFORE_SWAGGER, services=services
     )

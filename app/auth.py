@@ -75,6 +75,12 @@ class Keyring:
                 key = cached
         return key if key is not None and key.active else None
 
+    def forget(self, secret: str) -> None:
+        """Drop what the cache holds for this key, so the next lookup reads the database."""
+        if self._cache is not None:
+            with self._lock:
+                self._cache.pop(digest(secret), None)
+
 
 _MISSING: Any = object()
 

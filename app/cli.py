@@ -114,28 +114,38 @@ def _create_key(
     return new.secret, key
 
 
+PER_MINUTE = click.option(
+    "--per-minute", type=click.IntRange(min=1), help="Enterprise only: requests a minute."
+)
+PER_DAY = click.option(
+    "--per-day", type=click.IntRange(min=1), help="Enterprise only: requests a day."
+)
+
+
 @keys.command("create")
 @click.option("--plan", type=click.Choice(PLANS), required=True, help="The key's plan.")
 @click.option("--name", default="", help="Who or what the key is for.")
-@click.option(
-    "--per-minute", type=click.IntRange(min=1), help="Enterprise only: requests a minute."
-)
-@click.option("--per-day", type=click.IntRange(min=1), help="Enterprise only: requests a day.")
+@PER_MINUTE
+@PER_DAY
 def keys_create(plan: str, name: str, per_minute: int | None, per_day: int | None) -> None:
     """Create a key and print it, alone, on standard output. It is shown only this once:
     the database keeps only its SHA-256 digest."""
-    if plan == "enterprise" and (per_minute is None or per_day is None):
-        raise click.UsageError("an enterprise key needs --per-minute and --per-day")
-    if plan != "enterprise" and (per_minute is not None or per_day is not None):
-        raise click.UsageError(
-            f"the {plan} plan sets its own limits; --per-minute and --per-day are for "
-            "enterprise keys"
-        )
+    _check_plan_numbers(plan, per_minute, per_day)
     secret, key = _create_key(
         _store(), plan=plan, name=name, per_minute=per_minute, per_day=per_day
     )
     say(f"Created key {key.id} ({key.prefix}..., plan {plan}). It is shown only this once:")
     click.echo(secret)
+
+
+def _check_plan_numbers(plan: str, per_minute: int | None, per_day: int | None) -> None:
+    if plan == "enterprise" and (per_minute is None or per_day is None):
+        raise click.UsageError("an enterprise key needs --per-minute and --per-day")
+    if plan != "enterprise" and (per_minute is not None or per_day is not None):
+        raise click.UsageError(
+            f"the {plan} plan sets its own limits (x-plans in the OpenAPI document); "
+            "--per-minute and --per-day are for enterprise keys"
+        )
 
 
 def _key_row(key: ApiKey) -> dict[str, Any]:
@@ -148,13 +158,14 @@ def _key_row(key: ApiKey) -> dict[str, Any]:
         "per_day": key.per_day,
         "created_at": key.created_at,
         "revoked_at": key.revoked_at,
+        "banned_until": key.banned_until,
     }
 
 
 @keys.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array on standard output.")
 def keys_list(as_json: bool) -> None:
-    """List every key: id, visible prefix, name, plan, when created and revoked."""
+    """List every key: id, visible prefix, name, plan, when created, revoked or banned."""
     rows = [_key_row(key) for key in _store().list_keys()]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
@@ -162,15 +173,20 @@ def keys_list(as_json: bool) -> None:
     if not rows:
         say("No keys yet. Create one with: petstore keys create --plan free --name NAME")
         return
-    click.echo(f"{'ID':>4}  {'PREFIX':<14} {'PLAN':<10} {'CREATED':<20} {'STATUS':<28} NAME")
+    click.echo(f"{'ID':>4}  {'PREFIX':<14} {'PLAN':<10} {'CREATED':<20} {'STATUS':<33} NAME")
+    now = orders.utc_now()
     for row in rows:
-        status = f"revoked {row['revoked_at']}" if row["revoked_at"] else "active"
+        status = "active"
+        if row["banned_until"] and row["banned_until"] > now:
+            status = f"banned until {row['banned_until']}"
+        if row["revoked_at"]:
+            status = f"revoked {row['revoked_at']}"
         plan = row["plan"]
         if plan == "enterprise":
             plan += f" {row['per_minute']}/min {row['per_day']}/day"
         click.echo(
             f"{row['id']:>4}  {row['prefix']:<14} {plan:<10} {row['created_at']:<20} "
-            f"{status:<28} {row['name']}"
+            f"{status:<33} {row['name']}"
         )
 
 
@@ -178,10 +194,35 @@ def keys_list(as_json: bool) -> None:
 @click.argument("key_id", type=int)
 def keys_revoke(key_id: int) -> None:
     """Revoke a key. Running workers refuse it within PETSTORE_KEY_CACHE_SECONDS."""
-    key = _store().revoke_key(key_id, orders.utc_now())
+    key = _key_or_fail(_store().revoke_key(key_id, orders.utc_now()), key_id)
+    say(f"Key {key.id} ({key.prefix}...) is revoked since {key.revoked_at}.")
+
+
+def _key_or_fail(key: ApiKey | None, key_id: int) -> ApiKey:
     if key is None:
         raise click.ClickException(f"no key has the id {key_id} (see petstore keys list)")
-    say(f"Key {key.id} ({key.prefix}...) is revoked since {key.revoked_at}.")
+    return key
+
+
+@keys.command("set-plan")
+@click.argument("key_id", type=int)
+@click.argument("plan", type=click.Choice(PLANS))
+@PER_MINUTE
+@PER_DAY
+def keys_set_plan(key_id: int, plan: str, per_minute: int | None, per_day: int | None) -> None:
+    """Move a key to another plan. Its quotas start afresh; running workers apply the
+    change within PETSTORE_KEY_CACHE_SECONDS."""
+    _check_plan_numbers(plan, per_minute, per_day)
+    key = _key_or_fail(_store().set_plan(key_id, plan, per_minute, per_day), key_id)
+    say(f"Key {key.id} ({key.prefix}...) is now on the {key.plan} plan.")
+
+
+@keys.command("unban")
+@click.argument("key_id", type=int)
+def keys_unban(key_id: int) -> None:
+    """Lift a key's ban (set after repeated requests within a 429's Retry-After)."""
+    key = _key_or_fail(_store().unban_key(key_id), key_id)
+    say(f"Key {key.id} ({key.prefix}...) is not banned.")
 
 
 # orders ---------------------------------------------------------------------------------
@@ -333,6 +374,15 @@ def serve(bind: str | None, workers: int | None) -> None:
     settings = _settings()
     bind = bind or settings.bind
     workers = workers or settings.workers
+    if workers > 1 and settings.ratelimit_enabled and settings.ratelimit_storage.startswith(
+        ("memory://", "async+memory://")
+    ):
+        raise click.UsageError(
+            f"{workers} workers with PETSTORE_RATELIMIT_STORAGE=memory:// would each count "
+            f"quotas on their own, allowing {workers} times every quota. Set "
+            "PETSTORE_RATELIMIT_STORAGE=redis://127.0.0.1:6379/0 (a Redis all workers "
+            "share), or serve with one worker."
+        )
     _store().migrate()
     say(f"Serving {settings.database} on http://{bind}/v1 with {workers} worker(s).")
     argv = [
@@ -342,6 +392,7 @@ def serve(bind: str | None, workers: int | None) -> None:
         "--workers", str(workers),
         "--no-control-socket",
         "--log-level", settings.log_level,
+        "--forwarded-allow-ips", settings.forwarded_allow_ips,
         "wsgi:app",
     ]
     os.execv(sys.executable, argv)

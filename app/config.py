@@ -38,6 +38,19 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError("must be a whole number of at least 0")
+    return value
+
+
+def _on_error(text: str) -> str:
+    if text not in ("fallback", "closed"):
+        raise ValueError("must be fallback or closed")
+    return text
+
+
 def _non_negative_float(text: str) -> float:
     value = float(text)
     if value < 0:
@@ -83,6 +96,46 @@ SETTINGS: tuple[Setting, ...] = (
             _positive_int),
     Setting("LOG_LEVEL", "info", "Log level: debug, info, warning or error."),
     Setting(
+        "FORWARDED_ALLOW_IPS",
+        "127.0.0.1,::1",
+        "Proxies trusted to set the client address through X-Forwarded-For (comma-separated "
+        "addresses, or * for any); handed to the uvicorn worker.",
+    ),
+    Setting(
+        "RATELIMIT_ENABLED",
+        "true",
+        "Count requests against per-plan quotas; false turns quotas and their headers off.",
+        _boolean,
+    ),
+    Setting(
+        "RATELIMIT_STORAGE",
+        "memory://",
+        "Where quota counters live: memory:// (one process) or redis://host:6379/0 (also "
+        "redis+sentinel://, redis+cluster://, and the other storages of the limits library).",
+    ),
+    Setting(
+        "RATELIMIT_KEY_PREFIX",
+        "petstore",
+        "Prefix of every counter in the quota storage, so deployments can share one Redis.",
+    ),
+    Setting(
+        "RATELIMIT_ON_ERROR",
+        "fallback",
+        "When the quota storage fails: fallback counts in process memory until it returns; "
+        "closed answers 503.",
+        _on_error,
+    ),
+    Setting(
+        "BAN_AFTER",
+        "10",
+        "Violations (requests within an earlier 429's Retry-After) that ban a key.",
+        _positive_int,
+    ),
+    Setting("BAN_WINDOW", "600", "Seconds within which BAN_AFTER violations ban a key.",
+            _positive_int),
+    Setting("BAN_SECONDS", "900", "How long a ban lasts, in seconds; 0 turns bans off.",
+            _non_negative_int),
+    Setting(
         "VALIDATE_RESPONSES",
         "false",
         "Check every response against the OpenAPI document (slow; the tests turn it on).",
@@ -110,6 +163,14 @@ class Settings:
     bind: str = _default("BIND")
     workers: int = _default("WORKERS")
     log_level: str = _default("LOG_LEVEL")
+    forwarded_allow_ips: str = _default("FORWARDED_ALLOW_IPS")
+    ratelimit_enabled: bool = _default("RATELIMIT_ENABLED")
+    ratelimit_storage: str = _default("RATELIMIT_STORAGE")
+    ratelimit_key_prefix: str = _default("RATELIMIT_KEY_PREFIX")
+    ratelimit_on_error: str = _default("RATELIMIT_ON_ERROR")
+    ban_after: int = _default("BAN_AFTER")
+    ban_window: int = _default("BAN_WINDOW")
+    ban_seconds: int = _default("BAN_SECONDS")
     validate_responses: bool = _default("VALIDATE_RESPONSES")
 
     @classmethod

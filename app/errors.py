@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from connexion import FlaskApp
@@ -81,6 +81,27 @@ def error_response(
     )
 
 
+async def send_error(
+    send: Any, status: int, code: str, message: str, headers: list[tuple[bytes, bytes]]
+) -> None:
+    """Send an Error response straight through ASGI, for middleware that answers before
+    (or outside) Connexion's error handlers."""
+    body = error_body(status, code, message)
+    await send({
+        "type": "http.response.start",
+        "status": status,
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            *headers,
+        ],
+    })
+    await send({"type": "http.response.body", "body": body})
+
+
+UNAVAILABLE_MESSAGE = "The service cannot reach its database right now; retry shortly."
+
+
 _HTTP_CODES = {
     400: ("invalid_request", "The request is not valid."),
     404: ("not_found", "There is nothing at this path."),
@@ -147,7 +168,7 @@ def _domain(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
         return error_response(
             503,
             "service_unavailable",
-            "The service cannot reach its database right now; retry shortly.",
+            UNAVAILABLE_MESSAGE,
             {"Retry-After": str(RETRY_AFTER_UNAVAILABLE)},
         )
     if isinstance(exc, DuplicateAuthorization):

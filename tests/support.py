@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import http.client
+import os
+import signal
 import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from app import auth
@@ -53,3 +62,71 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+PETSTORE = [sys.executable, "-m", "app.cli"]
+
+
+class Server:
+    """A running `petstore serve`, spoken to over real HTTP."""
+
+    def __init__(self, port: int, log: Path, env: dict[str, str]) -> None:
+        self.port, self.log, self.env = port, log, env
+
+    def request(
+        self, method: str, path: str, headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            conn.request(method, path, headers=headers or {})
+            response = conn.getresponse()
+            body = response.read()
+            return response.status, {k.lower(): v for k, v in response.getheaders()}, body
+        finally:
+            conn.close()
+
+    def petstore(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run a petstore command against the server's database."""
+        return subprocess.run([*PETSTORE, *args], env=self.env, capture_output=True,
+                              text=True, check=True)
+
+
+def _wait_until_serving(port: int, process: subprocess.Popen[Any], log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"server exited early:\n{log.read_text()}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+            conn.request("GET", "/v1/openapi.json")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError(f"server did not answer within 30 s:\n{log.read_text()}")
+
+
+@contextmanager
+def serving(folder: Path, *serve_args: str, **settings: str) -> Iterator[Server]:
+    """`petstore serve` on a free port of 127.0.0.1 over a database in folder, with extra
+    PETSTORE_* settings; stopped with SIGTERM (then SIGKILL) when the block ends."""
+    env = {**os.environ, "PETSTORE_DATABASE": str(folder / "petstore.db")}
+    env.update({f"PETSTORE_{name.upper()}": value for name, value in settings.items()})
+    subprocess.run([*PETSTORE, "init"], env=env, capture_output=True, check=True)
+    port = free_port()
+    log = folder / f"server-{port}.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [*PETSTORE, "serve", "--bind", f"127.0.0.1:{port}", *serve_args],
+            env=env, stdout=out, stderr=subprocess.STDOUT,
+        )
+    try:
+        _wait_until_serving(port, process, log)
+        yield Server(port, log, env)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

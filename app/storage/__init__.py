@@ -29,6 +29,7 @@ class ApiKey:
     per_day: int | None
     created_at: str
     revoked_at: str | None
+    banned_until: str | None = None
 
     @property
     def active(self) -> bool:
@@ -103,6 +104,20 @@ class Store(Protocol):
 
     def revoke_key(self, key_id: int, now: str) -> ApiKey | None:
         """Mark the key revoked (once; a second call keeps the first time) and return it."""
+        ...
+
+    def set_plan(
+        self, key_id: int, plan: str, per_minute: int | None, per_day: int | None
+    ) -> ApiKey | None:
+        """Move the key to another plan (enterprise keys carry their own numbers)."""
+        ...
+
+    def ban_key(self, key_id: int, until: str) -> ApiKey | None:
+        """Ban the key until the given time (ISO 8601 UTC)."""
+        ...
+
+    def unban_key(self, key_id: int) -> ApiKey | None:
+        """Lift the key's ban, if any."""
         ...
 
     def check(self) -> dict[str, str]:

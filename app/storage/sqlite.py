@@ -25,7 +25,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 ORDER_COLUMNS = "id, pet_id, quantity, ship_date, complete, status"
-KEY_COLUMNS = "id, prefix, name, plan, per_minute, per_day, created_at, revoked_at"
+KEY_COLUMNS = "id, prefix, name, plan, per_minute, per_day, created_at, revoked_at, banned_until"
 
 
 def _translate_errors(method: Callable[P, T]) -> Callable[P, T]:
@@ -97,7 +97,14 @@ def _create_schema_v1(db: sqlite_utils.Database) -> None:
     db["orders"].create_index(["status"])  # type: ignore[union-attr]
 
 
-MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_create_schema_v1,)
+def _add_bans_v2(db: sqlite_utils.Database) -> None:
+    db["api_keys"].add_column("banned_until", str)  # type: ignore[union-attr]
+
+
+MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
+    _create_schema_v1,
+    _add_bans_v2,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -310,12 +317,31 @@ class SQLiteStore:
             for row in self.db.query(f"SELECT {KEY_COLUMNS} FROM api_keys ORDER BY id")
         ]
 
+    def _update_key(self, key_id: int, assignments: str, params: tuple[Any, ...]) -> ApiKey | None:
+        with self._write() as db:
+            db.execute(f"UPDATE api_keys SET {assignments} WHERE id = ?", (*params, key_id))
+        return self.get_key(key_id)
+
+    @_translate_errors
+    def set_plan(
+        self, key_id: int, plan: str, per_minute: int | None, per_day: int | None
+    ) -> ApiKey | None:
+        """Move the key to another plan (enterprise keys carry their own numbers)."""
+        return self._update_key(
+            key_id, "plan = ?, per_minute = ?, per_day = ?", (plan, per_minute, per_day)
+        )
+
+    @_translate_errors
+    def ban_key(self, key_id: int, until: str) -> ApiKey | None:
+        """Ban the key until the given time (ISO 8601 UTC)."""
+        return self._update_key(key_id, "banned_until = ?", (until,))
+
+    @_translate_errors
+    def unban_key(self, key_id: int) -> ApiKey | None:
+        """Lift the key's ban, if any."""
+        return self._update_key(key_id, "banned_until = NULL", ())
+
     @_translate_errors
     def revoke_key(self, key_id: int, now: str) -> ApiKey | None:
         """Mark the key revoked (once; a second call keeps the first time) and return it."""
-        with self._write() as db:
-            db.execute(
-                "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
-                (now, key_id),
-            )
-        return self.get_key(key_id)
+        return self._update_key(key_id, "revoked_at = coalesce(revoked_at, ?)", (now,))

@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -7,6 +12,7 @@ import pytest
 
 from app.config import Settings
 from app.storage import Store, open_store
+from tests.support import free_port
 
 
 @pytest.fixture
@@ -21,3 +27,93 @@ def store(settings: Settings) -> Iterator[Store]:
     store = open_store(settings)
     yield store
     store.close()
+
+
+def _require_services() -> bool:
+    return os.environ.get("PETSTORE_TEST_REQUIRE_SERVICES") == "1"
+
+
+def _unavailable(reason: str) -> None:
+    """Skip with the reason, or fail where CI requires the services."""
+    if _require_services():
+        pytest.fail(f"{reason} (PETSTORE_TEST_REQUIRE_SERVICES=1 requires it)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The shared Redis of PETSTORE_TEST_REDIS_URL (use database 15)."""
+    url = os.environ.get("PETSTORE_TEST_REDIS_URL")
+    if not url:
+        _unavailable("PETSTORE_TEST_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/15)")
+    import redis
+
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+    except redis.RedisError as exc:
+        _unavailable(f"Redis at {url} does not answer: {exc}")
+    return str(url)
+
+
+@pytest.fixture
+def redis_prefix(redis_url: str) -> Iterator[str]:
+    """A key prefix of this test's own in the shared Redis, deleted afterwards."""
+    import redis
+
+    prefix = f"petstore-test-{uuid.uuid4().hex[:12]}"
+    yield prefix
+    client = redis.Redis.from_url(redis_url)
+    for name in client.scan_iter(f"{prefix}*"):
+        client.delete(name)
+
+
+class PrivateRedis:
+    """A redis-server of the test's own on a free port, to kill and restart at will.
+    Never the shared one."""
+
+    def __init__(self, binary: str, folder: Path) -> None:
+        self.binary, self.folder = binary, folder
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        import redis
+
+        self.process = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.folder)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.2)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                return
+            except redis.RedisError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+    def dbsize(self) -> int:
+        import redis
+
+        return int(redis.Redis.from_url(self.url).dbsize())
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        _unavailable("redis-server is not installed (apt-get install redis-server)")
+    server = PrivateRedis(str(binary), tmp_path)
+    server.start()
+    yield server
+    server.kill()

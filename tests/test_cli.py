@@ -181,3 +181,28 @@ def test_a_bad_setting_is_a_usage_error_not_a_traceback(db: Path) -> None:
     result = CliRunner().invoke(main, ["keys", "list"], env=env)
     assert result.exit_code == 2
     assert "PETSTORE_BUSY_TIMEOUT_MS" in result.stderr and "Traceback" not in result.output
+
+
+def test_set_plan_moves_a_key_and_checks_enterprise_numbers(db: Path) -> None:
+    run(db, "keys", "create", "--plan", "free")
+    assert run(db, "keys", "set-plan", "1", "enterprise").exit_code == 2
+    assert run(db, "keys", "set-plan", "1", "pro", "--per-day", "5").exit_code == 2
+    result = run(db, "keys", "set-plan", "1", "enterprise", "--per-minute", "7",
+                 "--per-day", "70")
+    assert result.exit_code == 0, result.output
+    row = json.loads(run(db, "keys", "list", "--json").stdout)[0]
+    assert (row["plan"], row["per_minute"], row["per_day"]) == ("enterprise", 7, 70)
+    assert run(db, "keys", "set-plan", "1", "pro").exit_code == 0
+    row = json.loads(run(db, "keys", "list", "--json").stdout)[0]
+    assert (row["plan"], row["per_minute"], row["per_day"]) == ("pro", None, None)
+    assert run(db, "keys", "set-plan", "9", "pro").exit_code == 1
+
+
+def test_keys_list_shows_a_ban_and_unban_lifts_it(db: Path) -> None:
+    run(db, "keys", "create", "--plan", "free")
+    open_store(Settings(database=str(db))).ban_key(1, "2099-01-01T00:00:00Z")
+    assert "banned until 2099-01-01T00:00:00Z" in run(db, "keys", "list").stdout
+    assert json.loads(run(db, "keys", "list", "--json").stdout)[0]["banned_until"]
+    assert run(db, "keys", "unban", "1").exit_code == 0
+    assert "active" in run(db, "keys", "list").stdout
+    assert run(db, "keys", "unban", "9").exit_code == 1

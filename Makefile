@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint clean
+.PHONY: run test lint bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or newer is needed"'
@@ -24,8 +24,12 @@ test: $(STAMP)
 
 ## lint: ruff and mypy
 lint: $(STAMP)
-	$(BIN)/ruff check app tests wsgi.py
+	$(BIN)/ruff check app tests bench wsgi.py
 	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+## bench: load benchmarks with wrk (installed from Debian's packages where missing)
+bench: $(STAMP)
+	$(BIN)/python -m bench.quotas

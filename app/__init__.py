@@ -101,7 +101,10 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
             quotas=quotas.Quotas(settings),
             exempt_prefixes=UNMETERED_PREFIXES,
         )
-        app.add_middleware(quotas.RateLimitHeaders, position=MiddlewarePosition.BEFORE_CONTEXT)
+        if settings.validate_responses:
+            app.add_middleware(
+                quotas.RateLimitHeaders, position=MiddlewarePosition.BEFORE_CONTEXT
+            )
     app.add_middleware(
         RequestServices, position=MiddlewarePosition.BEFORE_SWAGGER, services=services
     )

@@ -22,6 +22,7 @@ The ban is written on the key in the database, so every worker and the CLI see i
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import logging
 import math
 import time
@@ -31,17 +32,18 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 import yaml
-from limits import RateLimitItem, RateLimitItemPerDay, RateLimitItemPerMinute
-from limits.aio.storage import MemoryStorage, Storage
-from limits.aio.strategies import MovingWindowRateLimiter, SlidingWindowCounterRateLimiter
+from limits import RateLimitItemPerDay, RateLimitItemPerMinute
+from limits.aio.storage import Storage as AsyncStorage
 from limits.errors import StorageError
-from limits.storage import storage_from_string
+from limits.storage import MemoryStorage, storage_from_string
+from redis import asyncio as redis_asyncio
+from redis.exceptions import RedisError
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import errors
-from app.auth import Keyring
-from app.config import Settings
+from app.auth import LOOKED_UP, Keyring
+from app.config import Settings, SettingsError
 from app.orders import format_time
 from app.storage import ApiKey, Store
 
@@ -117,94 +119,266 @@ class Verdict:
         return max(1, math.ceil(max(w.reset for w in refusing) - now))
 
 
-@lru_cache(maxsize=1024)
-def _items(per_minute: int, per_day: int) -> tuple[RateLimitItem, RateLimitItem]:
-    return (
-        RateLimitItemPerMinute(per_minute, namespace="quota"),
-        RateLimitItemPerDay(per_day, namespace="quota"),
-    )
+MINUTE = 60
+DAY = 86_400
 
 
-class Counter:
-    """The two windows over one `limits` storage."""
+@lru_cache(maxsize=65_536)
+def _keys(subject: str, plan: Plan) -> tuple[str, str]:
+    """The storage keys of a caller's two windows, as limits' strategies name them. The
+    plan is part of the key, so a plan change starts fresh counters (D11)."""
+    ids = (subject, plan.name)
+    return (RateLimitItemPerMinute(plan.per_minute, namespace="quota").key_for(*ids),
+            RateLimitItemPerDay(plan.per_day, namespace="quota").key_for(*ids))
 
-    def __init__(self, storage: Storage) -> None:
+
+def _minute(plan: Plan, window_start: float, count: int) -> Window:
+    """The minute window from get_moving_window, as MovingWindowRateLimiter reports it."""
+    return Window("minute", plan.per_minute, MINUTE, plan.per_minute - count,
+                  window_start + MINUTE)
+
+
+def _day(plan: Plan, previous: int, previous_ttl: float, current: int,
+         current_ttl: float) -> Window:
+    """The day window from get_sliding_window (TTLs in seconds)."""
+    remaining, reset = _sliding_stats(plan.per_day, previous, previous_ttl, current,
+                                      current_ttl, time.time())
+    return Window("day", plan.per_day, DAY, remaining, reset)
+
+
+async def _settle(value: Any) -> Any:
+    """The value of a call to limits' sync or async API alike (for the rare paths)."""
+    return await value if inspect.isawaitable(value) else value
+
+
+class LimitsCounter:
+    """The two windows over a `limits` storage (memory, or any async storage).
+
+    It calls the storage interface that limits' own MovingWindowRateLimiter and
+    SlidingWindowCounterRateLimiter call (acquire_entry, get_moving_window,
+    acquire_sliding_window_entry, get_sliding_window), with each caller's keys built once
+    and the strategies' formulas for what remains: the strategy layer rebuilt the key
+    strings on every call, which was most of what quotas cost a request in process.
+
+    In-process counting uses limits' sync MemoryStorage: its calls never block, and it
+    expires old entries from a timer, where the async one starts an expiry task (and a
+    thread hop) on nearly every request.
+    """
+
+    def __init__(self, storage: Any) -> None:
         self.storage = storage
-        self.minute = MovingWindowRateLimiter(storage)
-        self.day = SlidingWindowCounterRateLimiter(storage)
+        self.is_async = inspect.iscoroutinefunction(getattr(storage, "acquire_entry", None))
+
+    @classmethod
+    def in_memory(cls) -> LimitsCounter:
+        return cls(MemoryStorage())
+
+    async def _settle(self, value: Any) -> Any:
+        """The value of a call to the storage, sync or async alike."""
+        return await value if self.is_async else value
 
     async def consume(self, subject: str, plan: Plan) -> Verdict:
-        minute, day = _items(plan.per_minute, plan.per_day)
-        ids = (subject, plan.name)
-        # The exact minute window first: when it refuses, nothing was counted. When the day
-        # refuses after the minute accepted, that one minute entry is the only overcount.
-        allowed = await self.minute.hit(minute, *ids) and await self.day.hit(day, *ids)
-        return Verdict(allowed, await self._windows(minute, day, ids))
+        """Count a request against both windows, if both have room; else count nothing."""
+        minute_key, day_key = _keys(subject, plan)
+        storage, settle = self.storage, self._settle
+        # The day's state, read first, serves as its test: a refused request counts
+        # nothing. The exact minute window is then hit (test and count in one step), then
+        # the day. Only two requests racing for a day's last place can both pass the
+        # test; the second is then refused with one minute entry counted.
+        day = _day(plan, *await settle(storage.get_sliding_window(day_key, DAY)))
+        allowed = (day.remaining > 0
+                   and await settle(storage.acquire_entry(minute_key, plan.per_minute, MINUTE))
+                   and await settle(storage.acquire_sliding_window_entry(
+                       day_key, plan.per_day, DAY)))
+        minute = _minute(plan, *await settle(
+            storage.get_moving_window(minute_key, plan.per_minute, MINUTE)))
+        if allowed:
+            if day.remaining == plan.per_day:
+                # The first request of a day window starts it: read when it frees one.
+                day = _day(plan, *await settle(storage.get_sliding_window(day_key, DAY)))
+            else:
+                day = Window("day", plan.per_day, DAY, day.remaining - 1, day.reset)
+        return Verdict(bool(allowed), (minute, day))
 
     async def peek(self, subject: str, plan: Plan) -> Verdict:
-        minute, day = _items(plan.per_minute, plan.per_day)
-        windows = await self._windows(minute, day, (subject, plan.name))
-        return Verdict(all(w.remaining > 0 for w in windows), windows)
-
-    async def _windows(
-        self, minute: RateLimitItem, day: RateLimitItem, ids: tuple[str, ...]
-    ) -> tuple[Window, ...]:
-        minute_stats = await self.minute.get_window_stats(minute, *ids)
-        day_stats = await self.day.get_window_stats(day, *ids)
-        return (
-            Window("minute", minute.amount, 60, minute_stats.remaining, minute_stats.reset_time),
-            Window("day", day.amount, 86_400, day_stats.remaining, day_stats.reset_time),
-        )
+        """The windows' state, counting nothing."""
+        minute_key, day_key = _keys(subject, plan)
+        minute = _minute(plan, *await self._settle(
+            self.storage.get_moving_window(minute_key, plan.per_minute, MINUTE)))
+        day = _day(plan, *await self._settle(self.storage.get_sliding_window(day_key, DAY)))
+        return Verdict(minute.remaining > 0 and day.remaining > 0, (minute, day))
 
     async def refusal_is_violation(self, subject: str, retry_after: int) -> bool:
         """Note a 429 sent to subject; say whether an earlier 429 was still in force."""
-        in_force = await self.storage.incr(f"refused/{subject}", retry_after)
+        in_force = await _settle(self.storage.incr(f"refused/{subject}", retry_after))
         if in_force == 1:
-            await self.storage.incr(f"grace/{subject}", math.ceil(VIOLATION_GRACE))
+            await _settle(self.storage.incr(f"grace/{subject}", math.ceil(VIOLATION_GRACE)))
             return False
-        return await self.storage.get(f"grace/{subject}") == 0
+        return bool(await _settle(self.storage.get(f"grace/{subject}")) == 0)
 
     async def violation_bans(self, subject: str, after: int, window: int) -> bool:
         """Note a violation; say whether it is the one that reaches the ban threshold."""
-        count = await self.storage.incr(f"violations/{subject}", window)
+        count = await _settle(self.storage.incr(f"violations/{subject}", window))
         if count >= after:
-            await self.storage.clear(f"violations/{subject}")
+            await _settle(self.storage.clear(f"violations/{subject}"))
             return True
         return False
+
+    async def check(self) -> bool:
+        return bool(await _settle(self.storage.check()))
+
+
+# Both windows of one request in one round trip: the checks, the counting and the state
+# for the headers. The algorithms and formulas are limits' own (acquire_moving_window,
+# moving_window, acquire_sliding_window and sliding_window.lua, and the strategies'
+# get_window_stats); one script instead of four calls is what keeps Redis cheap per request.
+CONSUME_SCRIPT = """
+local now, minute_limit, day_limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local consume = ARGV[4] == '1'
+local minute_expiry, day_expiry = 60, 86400000
+
+local current_ttl = tonumber(redis.call('pttl', KEYS[3]))
+if current_ttl > 0 and current_ttl < day_expiry then
+    redis.call('rename', KEYS[3], KEYS[2])
+    redis.call('set', KEYS[3], 0, 'PX', current_ttl + day_expiry)
+end
+local previous = tonumber(redis.call('get', KEYS[2])) or 0
+local previous_ttl = math.max(tonumber(redis.call('pttl', KEYS[2])) or 0, 0)
+local current = tonumber(redis.call('get', KEYS[3])) or 0
+current_ttl = math.max(tonumber(redis.call('pttl', KEYS[3])) or 0, 0)
+local weighted = math.floor(previous * previous_ttl / day_expiry) + current
+
+local allowed = 0
+if consume then
+    local nth = redis.call('lindex', KEYS[1], minute_limit - 1)
+    local minute_full = nth and tonumber(nth) >= now - minute_expiry
+    if not minute_full and weighted + 1 <= day_limit then
+        allowed = 1
+        redis.call('lpush', KEYS[1], now)
+        redis.call('ltrim', KEYS[1], 0, minute_limit - 1)
+        redis.call('expire', KEYS[1], minute_expiry)
+        if redis.call('exists', KEYS[3]) == 1 then
+            current = redis.call('incrby', KEYS[3], 1)
+        else
+            redis.call('set', KEYS[3], 1, 'PX', day_expiry * 2)
+            current, current_ttl = 1, day_expiry * 2
+        end
+    end
+end
+
+local low, high, newest_old = 0, redis.call('llen', KEYS[1]) - 1, -1
+while low <= high do
+    local mid = math.floor((low + high) / 2)
+    if tonumber(redis.call('lindex', KEYS[1], mid)) >= now - minute_expiry then
+        newest_old = mid
+        low = mid + 1
+    else
+        high = mid - 1
+    end
+end
+local oldest = '0'
+if newest_old >= 0 then oldest = redis.call('lindex', KEYS[1], newest_old) end
+return {allowed, newest_old + 1, oldest, previous, previous_ttl, current, current_ttl}
+"""
+
+
+class RedisCounter(LimitsCounter):
+    """For a plain Redis (redis:// or rediss://): one script per request (CONSUME_SCRIPT)
+    instead of limits' four calls. Violations and checks use limits' storage."""
+
+    def __init__(self, storage: AsyncStorage, url: str, prefix: str) -> None:
+        super().__init__(storage)
+        self.client = redis_asyncio.from_url(
+            url, socket_timeout=REDIS_TIMEOUT, socket_connect_timeout=REDIS_TIMEOUT
+        )
+        self.script = self.client.register_script(CONSUME_SCRIPT)
+        self.prefix = prefix
+
+    async def consume(self, subject: str, plan: Plan) -> Verdict:
+        return await self._run(subject, plan, consume=True)
+
+    async def peek(self, subject: str, plan: Plan) -> Verdict:
+        verdict = await self._run(subject, plan, consume=False)
+        return Verdict(all(w.remaining > 0 for w in verdict.windows), verdict.windows)
+
+    async def _run(self, subject: str, plan: Plan, consume: bool) -> Verdict:
+        base = f"{self.prefix}:quota:{subject}:{plan.name}:{plan.per_minute}:{plan.per_day}"
+        now = time.time()
+        try:
+            result = await self.script(
+                keys=[f"{base}:minute", f"{base}:day:previous", f"{base}:day:current"],
+                args=[repr(now), plan.per_minute, plan.per_day, "1" if consume else "0"],
+            )
+        except (RedisError, OSError) as exc:
+            raise StorageError(exc) from exc
+        allowed, minute_count, oldest, previous, previous_ttl, current, current_ttl = result
+        minute_reset = float(oldest) + 60 if minute_count else now
+        return Verdict(bool(allowed), (
+            Window("minute", plan.per_minute, 60, plan.per_minute - int(minute_count),
+                   minute_reset),
+            Window("day", plan.per_day, 86_400,
+                   *_sliding_stats(plan.per_day, int(previous), int(previous_ttl) / 1000,
+                                   int(current), int(current_ttl) / 1000, now)),
+        ))
+
+
+def _sliding_stats(limit: int, previous: int, previous_ttl: float, current: int,
+                   current_ttl: float, now: float) -> tuple[int, float]:
+    """(remaining, reset) of a day window, as limits' SlidingWindowCounterRateLimiter
+    computes them in get_window_stats."""
+    expiry = DAY
+    remaining = max(0, limit - math.floor(previous * previous_ttl / expiry + current))
+    if not (previous or current):
+        return remaining, now
+    # A remainder of 0 means a whole period, not now: a window just started has a TTL of
+    # exactly twice its length, where limits' own formula would report "resets now".
+    previous_reset_in = (previous_ttl % (expiry / previous) or expiry / previous
+                         if previous else math.inf)
+    current_reset_in = current_ttl % expiry or expiry if current else math.inf
+    return remaining, now + min(previous_reset_in, current_reset_in)
 
 
 class QuotaStorageDown(Exception):
     """The quota storage failed and the settings say to fail closed."""
 
 
-def _open_storage(settings: Settings) -> Storage:
+def open_counter(settings: Settings) -> LimitsCounter:
+    """The counter for PETSTORE_RATELIMIT_STORAGE."""
     uri = settings.ratelimit_storage
-    if not uri.startswith("async+"):
-        uri = "async+" + uri
+    plain = uri.removeprefix("async+")
+    if plain.startswith("memory://"):
+        return LimitsCounter.in_memory()
     options: dict[str, Any] = {"wrap_exceptions": True}
-    if "redis" in uri or "valkey" in uri:
+    if "redis" in plain or "valkey" in plain:
         options.update(
             implementation="redispy",
             key_prefix=settings.ratelimit_key_prefix,
             socket_timeout=REDIS_TIMEOUT,
             socket_connect_timeout=REDIS_TIMEOUT,
         )
-    storage = storage_from_string(uri, **options)
-    assert isinstance(storage, Storage)
-    return storage
+    storage = storage_from_string("async+" + plain, **options)
+    assert isinstance(storage, AsyncStorage)
+    if plain.startswith(("redis://", "rediss://")):
+        return RedisCounter(storage, plain, settings.ratelimit_key_prefix)
+    if not hasattr(storage, "acquire_entry") or not hasattr(storage, "get_sliding_window"):
+        raise SettingsError(
+            f"PETSTORE_RATELIMIT_STORAGE={uri}: this storage supports neither moving nor "
+            "sliding windows; use memory://, redis:// (or Sentinel, Cluster) or mongodb://"
+        )
+    return LimitsCounter(storage)
 
 
 class Quotas:
     """Counters in the configured storage, with the fallback of RATELIMIT_ON_ERROR."""
 
     def __init__(self, settings: Settings) -> None:
-        self.primary = Counter(_open_storage(settings))
-        self.fallback = Counter(MemoryStorage())
+        self.primary = open_counter(settings)
+        self.fallback = LimitsCounter.in_memory()
         self.fail_closed = settings.ratelimit_on_error == "closed"
         self._down_since: float | None = None
         self._retry_at = 0.0
 
-    async def run(self, action: Callable[[Counter], Awaitable[T]]) -> T:
+    async def run(self, action: Callable[[LimitsCounter], Awaitable[T]]) -> T:
         """Run action on the primary storage, or as RATELIMIT_ON_ERROR says when it fails."""
         now = time.monotonic()
         if self._down_since is None or now >= self._retry_at:
@@ -233,7 +407,7 @@ class Quotas:
     async def check(self) -> bool:
         """Whether the primary storage answers (for /readyz)."""
         try:
-            return bool(await self.primary.storage.check())
+            return await self.primary.check()
         except StorageError:
             return False
 
@@ -241,20 +415,25 @@ class Quotas:
 # headers --------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=1024)
+def _policy(windows: tuple[tuple[str, int, int], ...]) -> bytes:
+    return ", ".join(f'"{name}";q={limit};w={seconds}'
+                     for name, limit, seconds in windows).encode()
+
+
 def rate_limit_headers(verdict: Verdict, now: float) -> list[tuple[bytes, bytes]]:
     """X-RateLimit-* for the tightest window (D8), and the IETF draft's RateLimit-Policy
     and RateLimit fields for both (draft-ietf-httpapi-ratelimit-headers)."""
     tightest = verdict.tightest
-    policy = ", ".join(f'"{w.name}";q={w.limit};w={w.seconds}' for w in verdict.windows)
+    windows = verdict.windows
     state = ", ".join(
-        f'"{w.name}";r={w.remaining};t={max(0, math.ceil(w.reset - now))}'
-        for w in verdict.windows
+        f'"{w.name}";r={w.remaining};t={max(0, math.ceil(w.reset - now))}' for w in windows
     )
     return [
         (b"x-ratelimit-limit", str(tightest.limit).encode()),
         (b"x-ratelimit-remaining", str(tightest.remaining).encode()),
         (b"x-ratelimit-reset", str(math.ceil(tightest.reset)).encode()),
-        (b"ratelimit-policy", policy.encode()),
+        (b"ratelimit-policy", _policy(tuple((w.name, w.limit, w.seconds) for w in windows))),
         (b"ratelimit", state.encode()),
     ]
 
@@ -324,6 +503,7 @@ class RateLimitMiddleware:
             log.warning("store unavailable: %s", exc.message)
             await self._unavailable(send, self.plans[ANONYMOUS_PLAN], errors.UNAVAILABLE_MESSAGE)
             return
+        scope[LOOKED_UP] = key
         if key is not None:
             subject, plan = f"key/{key.id}", plan_of(key, self.plans)
         else:
@@ -351,8 +531,12 @@ class RateLimitMiddleware:
         scope[HEADERS_SCOPE_KEY] = headers
 
         async def send_with_headers(message: Message) -> None:
+            # Error responses made by Connexion's handlers get the headers here; a handler's
+            # response may have them already from RateLimitHeaders (see there).
             if message["type"] == "http.response.start":
-                message["headers"] = _merge(message.get("headers", []), headers)
+                present = message.get("headers", ())
+                if not any(name == b"x-ratelimit-limit" for name, _ in present):
+                    message["headers"] = [*present, *headers]
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
@@ -383,7 +567,7 @@ class RateLimitMiddleware:
             [*rate_limit_headers(verdict, now), (b"retry-after", str(retry_after).encode())],
         )
 
-    async def _violation_bans(self, counter: Counter, subject: str, retry_after: int) -> bool:
+    async def _violation_bans(self, counter: LimitsCounter, subject: str, retry_after: int) -> bool:
         if not await counter.refusal_is_violation(subject, retry_after):
             return False
         return await counter.violation_bans(
@@ -413,17 +597,13 @@ class RateLimitMiddleware:
         )
 
 
-def _merge(
-    headers: list[tuple[bytes, bytes]], extra: list[tuple[bytes, bytes]]
-) -> list[tuple[bytes, bytes]]:
-    present = {name.lower() for name, _ in headers}
-    return list(headers) + [(name, value) for name, value in extra if name not in present]
-
-
 class RateLimitHeaders:
     """Writes the headers RateLimitMiddleware decided onto the handler's response, inside
     Connexion's response validator, so that the validator sees the headers the YAML
-    declares required (DESIGN.md: headers added outside it are invisible to it)."""
+    declares required (DESIGN.md: headers added outside it are invisible to it).
+
+    Added only where responses are validated: elsewhere the outer middleware writes them,
+    and one wrapper of `send` fewer is worth having on every request."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -436,7 +616,7 @@ class RateLimitHeaders:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = _merge(message.get("headers", []), headers)
+                message["headers"] = [*message.get("headers", ()), *headers]
             await send(message)
 
         await self.app(scope, receive, send_with_headers)

@@ -1,0 +1,185 @@
+"""Load benchmarks on this machine: a server pinned to one core, wrk pinned to another.
+
+Every figure is a median of several runs, and every comparison is against a baseline
+measured in the same run, so the ratios hold on any machine even if the rates do not.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVER_CPU = "0"
+LOAD_CPU = "1"
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def require_wrk() -> str:
+    """The wrk binary, installed from Debian's packages where missing and we are root."""
+    found = shutil.which("wrk")
+    if found:
+        return found
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        say("wrk is missing; installing it with apt-get (Debian package wrk)...")
+        subprocess.run(["apt-get", "update", "-qq"], check=True)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "wrk"], check=True)
+        found = shutil.which("wrk")
+    if not found:
+        raise SystemExit("make bench needs wrk: install it with `sudo apt-get install wrk`.")
+    return found
+
+
+def pinned(cpu: str, argv: list[str]) -> list[str]:
+    """argv pinned to one core with taskset, where the machine has it and two cores."""
+    if shutil.which("taskset") and (os.cpu_count() or 1) >= 2:
+        return ["taskset", "-c", cpu, *argv]
+    return argv
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Process:
+    """A running server; cpu_seconds() is the CPU time its workers have used so far."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def _family(self) -> list[int]:
+        try:
+            children = Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text().split()
+        except OSError:
+            children = []
+        return [self.pid, *map(int, children)]
+
+    def cpu_seconds(self) -> float:
+        total = 0
+        for pid in self._family():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
+        return total / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def server(argv: list[str], env: dict[str, str], port: int, probe: str,
+           headers: dict[str, str]) -> Iterator[Process]:
+    """Start a server command pinned to SERVER_CPU and wait until probe answers."""
+    process = subprocess.Popen(pinned(SERVER_CPU, argv), env={**os.environ, **env},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"server exited: {process.stderr.read().decode()[-2000:]}"
+                                   if process.stderr else "server exited")
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+                conn.request("GET", probe, headers=headers)
+                conn.getresponse().read()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        yield Process(process.pid)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@dataclass(frozen=True)
+class Load:
+    """One wrk run: requests a second, latency percentiles in milliseconds, and the
+    server's CPU time per request in microseconds (less sensitive than req/s to other
+    processes taking the machine's time)."""
+
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    non_2xx: int
+    requests: int = 0
+    cpu_us: float = float("nan")
+
+
+_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+
+
+def _latency(output: str, percentile: str) -> float:
+    match = re.search(rf"^\s*{percentile}%\s+([\d.]+)(us|ms|s)\s*$", output, re.M)
+    return float(match.group(1)) * _UNITS[match.group(2)] if match else float("nan")
+
+
+def wrk(url: str, headers: dict[str, str], seconds: int, connections: int = 10,
+        method: str = "GET", script: Path | None = None,
+        process: Process | None = None) -> Load:
+    """Drive url with wrk pinned to LOAD_CPU; one thread, several connections. With the
+    server's process, also measure its CPU time per request."""
+    argv = [require_wrk(), "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
+    for name, value in headers.items():
+        argv += ["-H", f"{name}: {value}"]
+    if script is not None:
+        argv += ["-s", str(script)]
+    argv.append(url)
+    env = {**os.environ, "WRK_METHOD": method}
+    cpu_before = process.cpu_seconds() if process else 0.0
+    output = subprocess.run(pinned(LOAD_CPU, argv), capture_output=True, text=True,
+                            check=True, env=env).stdout
+    cpu = (process.cpu_seconds() - cpu_before) if process else float("nan")
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore[union-attr]
+    requests = int(re.search(r"(\d+) requests in", output).group(1))  # type: ignore[union-attr]
+    bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", output)
+    return Load(rps, _latency(output, "50"), _latency(output, "99"),
+                int(bad.group(1)) if bad else 0, requests,
+                cpu / requests * 1e6 if requests else float("nan"))
+
+
+def median_load(loads: list[Load]) -> Load:
+    return Load(
+        statistics.median(x.rps for x in loads),
+        statistics.median(x.p50_ms for x in loads),
+        statistics.median(x.p99_ms for x in loads),
+        sum(x.non_2xx for x in loads),
+        sum(x.requests for x in loads),
+        statistics.median(x.cpu_us for x in loads),
+    )
+
+
+def best_load(loads: list[Load]) -> Load:
+    """The least disturbed run: the machine's other work only ever slows a run down."""
+    return max(loads, key=lambda x: x.rps)
+
+
+def table(rows: list[tuple[str, Load, str]]) -> str:
+    """A fixed-width table: name, req/s, p50, p99, and a comparison."""
+    lines = [f"{'scenario':<44} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'CPU us/req':>10}"
+             "  comparison"]
+    for name, load, comparison in rows:
+        lines.append(f"{name:<44} {load.rps:>8.0f} {load.p50_ms:>7.2f} {load.p99_ms:>7.2f}"
+                     f" {load.cpu_us:>10.0f}  {comparison}")
+    return "\n".join(lines)

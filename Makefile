@@ -22,10 +22,26 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-## lint: ruff and mypy
+SPECTRAL := tools/spectral/node_modules/.bin/spectral
+OPENAPI := $(wildcard openapi/*.yaml)
+
+## lint: ruff, mypy, and the OpenAPI documents (openapi-spec-validator and Spectral)
 lint: $(STAMP)
 	$(BIN)/ruff check app tests bench wsgi.py
 	$(BIN)/mypy
+	$(BIN)/openapi-spec-validator $(OPENAPI)
+	@if command -v npm >/dev/null 2>&1; then \
+		$(MAKE) --no-print-directory $(SPECTRAL) && \
+		$(SPECTRAL) lint --ruleset .spectral.yaml --fail-severity=hint $(OPENAPI); \
+	elif [ -n "$$CI" ]; then \
+		echo "Spectral needs node and npm, which CI must have."; exit 1; \
+	else \
+		echo "Skipping Spectral: node and npm are not installed (CI runs it)."; \
+	fi
+
+$(SPECTRAL): tools/spectral/package.json tools/spectral/package-lock.json
+	cd tools/spectral && npm ci --no-audit --no-fund --loglevel=error
+	@touch $(SPECTRAL)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -114,6 +114,12 @@ SETTINGS: tuple[Setting, ...] = (
         "redis+sentinel://, redis+cluster://, and the other storages of the limits library).",
     ),
     Setting(
+        "ANONYMOUS_PLAN",
+        "free",
+        "The plan (from x-plans) whose numbers limit requests without a valid key, per "
+        "client address.",
+    ),
+    Setting(
         "RATELIMIT_KEY_PREFIX",
         "petstore",
         "Prefix of every counter in the quota storage, so deployments can share one Redis.",
@@ -166,6 +172,7 @@ class Settings:
     forwarded_allow_ips: str = _default("FORWARDED_ALLOW_IPS")
     ratelimit_enabled: bool = _default("RATELIMIT_ENABLED")
     ratelimit_storage: str = _default("RATELIMIT_STORAGE")
+    anonymous_plan: str = _default("ANONYMOUS_PLAN")
     ratelimit_key_prefix: str = _default("RATELIMIT_KEY_PREFIX")
     ratelimit_on_error: str = _default("RATELIMIT_ON_ERROR")
     ban_after: int = _default("BAN_AFTER")

@@ -49,7 +49,6 @@ from app.storage import ApiKey, Store
 
 log = logging.getLogger("petstore.quotas")
 
-ANONYMOUS_PLAN = "free"  # D9: requests without a valid key count with Free's numbers
 VIOLATION_GRACE = 1.0  # seconds after a 429 during which more refusals are not violations
 RETRY_PRIMARY_AFTER = 1.0  # seconds between attempts to reach a failed quota storage
 REDIS_TIMEOUT = 0.5  # seconds; a quota check never waits longer on the network
@@ -483,6 +482,13 @@ class RateLimitMiddleware:
         self.plans = plans
         self.quotas = quotas
         self.exempt_prefixes = exempt_prefixes
+        if settings.anonymous_plan not in plans:
+            raise SettingsError(
+                f"PETSTORE_ANONYMOUS_PLAN={settings.anonymous_plan!r} is not a plan of "
+                f"x-plans ({', '.join(plans)})"
+            )
+        # D9: requests without a valid key count per address, by default with Free's numbers.
+        self.anonymous = plans[settings.anonymous_plan]
 
     def _exempt(self, scope: Scope) -> bool:
         if scope["path"].startswith(self.exempt_prefixes):
@@ -501,14 +507,14 @@ class RateLimitMiddleware:
             key = self.keyring.lookup(token) if token else None
         except errors.StoreUnavailable as exc:
             log.warning("store unavailable: %s", exc.message)
-            await self._unavailable(send, self.plans[ANONYMOUS_PLAN], errors.UNAVAILABLE_MESSAGE)
+            await self._unavailable(send, self.anonymous, errors.UNAVAILABLE_MESSAGE)
             return
         scope[LOOKED_UP] = key
         if key is not None:
             subject, plan = f"key/{key.id}", plan_of(key, self.plans)
         else:
             client = scope.get("client") or ("unknown", 0)
-            subject, plan = f"addr/{client[0]}", self.plans[ANONYMOUS_PLAN]
+            subject, plan = f"addr/{client[0]}", self.anonymous
 
         now = time.time()
         try:

@@ -1,0 +1,49 @@
+"""The schemathesis CLI (`st run`) against a live `petstore serve`: every check and phase
+over real HTTP, with a refused key (the missing_auth warning) failing the run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import serving
+
+pytestmark = [pytest.mark.slow, pytest.mark.contract]
+
+ST = [sys.executable, "-m", "schemathesis.cli"]
+CONFIG = """
+[warnings]
+fail-on = ["missing_auth"]
+"""
+
+
+def st_run(url: str, key: str, config: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*ST, "--config-file", str(config), "run", url,
+         "--checks", "all", "--phases", "examples,coverage,fuzzing,stateful",
+         "--mode", "all", "--max-examples", "60", "--seed", "1",
+         "-H", f"Authorization: Bearer {key}", "--no-color"],
+        capture_output=True, text=True, timeout=300,
+    )
+
+
+def test_st_run_finds_nothing_against_a_live_server(tmp_path: Path) -> None:
+    config = tmp_path / "schemathesis.toml"
+    config.write_text(CONFIG)
+    with serving(tmp_path, ban_seconds="0", anonymous_plan="business") as server:
+        server.petstore("init", "--demo")
+        key = server.petstore("keys", "create", "--plan", "enterprise", "--per-minute",
+                              "1000000000", "--per-day", "1000000000").stdout.strip()
+        url = f"http://127.0.0.1:{server.port}/v1/openapi.json"
+        good = st_run(url, key, config)
+        assert good.returncode == 0, good.stdout[-6000:] + good.stderr[-2000:]
+        summary = good.stdout[good.stdout.find("SUMMARY"):]
+        print(summary)  # quoted in the closing note
+        assert "No issues found" in good.stdout or "0 failures" in summary.lower(), summary
+
+        wrong = st_run(url, "psk_not_a_key", config)
+        assert wrong.returncode != 0, "a refused key must fail the run, not warn"
+        assert "missing authentication" in wrong.stdout.lower() or "401" in wrong.stdout

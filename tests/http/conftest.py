@@ -41,3 +41,18 @@ def key(store: Store) -> str:
 @pytest.fixture
 def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture(autouse=True)
+def every_app_validates_its_responses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every app an HTTP test builds checks each response against the OpenAPI document:
+    add_api refuses to build one that would not."""
+    add_api = FlaskApp.add_api
+
+    def checked(self: FlaskApp, *args: Any, **kwargs: Any) -> Any:
+        assert kwargs.get("validate_responses") is True, (
+            "HTTP tests run with validate_responses=True"
+        )
+        return add_api(self, *args, **kwargs)
+
+    monkeypatch.setattr(FlaskApp, "add_api", checked)

@@ -154,17 +154,6 @@ def test_the_document_and_its_ui_carry_no_quota(quota_settings: Settings, store:
             assert "x-ratelimit-limit" not in response.headers
 
 
-def test_quotas_disabled_send_no_rate_limit_headers(
-    quota_settings: Settings, store: Store, small: str
-) -> None:
-    settings = quota_settings.replace(ratelimit_enabled=False, validate_responses=False)
-    with client_for(settings) as client:
-        for _ in range(25):
-            response = client.get(LIST, headers={"Authorization": f"Bearer {small}"})
-            assert response.status_code == 200
-            assert not any(name in response.headers for name in RATE_HEADERS)
-
-
 # bans -----------------------------------------------------------------------------------
 
 

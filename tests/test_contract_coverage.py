@@ -1,0 +1,85 @@
+"""The YAML and the code name each other: every operation has its handler, every handler
+its operation, and every error code the YAML lists is produced by some HTTP test."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from app import API_SPEC, OPENAPI_DIR, handlers
+from app.routing import TagResolver
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = yaml.safe_load((OPENAPI_DIR / API_SPEC).read_text())
+METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
+OPERATIONS = [
+    (method.upper(), path, operation)
+    for path, item in SPEC["paths"].items()
+    for method, operation in item.items()
+    if method in METHODS
+]
+
+
+class _Operation:
+    def __init__(self, operation: dict) -> None:
+        self._operation = operation
+        self.operation_id = operation["operationId"]
+
+
+def _handler_name(operation: dict) -> str:
+    return TagResolver().resolve_operation_id(_Operation(operation))
+
+
+@pytest.mark.parametrize(("method", "path", "operation"), OPERATIONS,
+                         ids=[f"{m} {p}" for m, p, _ in OPERATIONS])
+def test_every_operation_resolves_to_a_handler(method: str, path: str, operation: dict) -> None:
+    module_name, _, function = _handler_name(operation).rpartition(".")
+    handler = getattr(importlib.import_module(module_name), function, None)
+    assert callable(handler), f"{method} {path}: no handler {module_name}.{function}"
+    assert handler.__doc__, f"{module_name}.{function} has no docstring"
+
+
+def test_every_handler_is_named_by_an_operation() -> None:
+    named = {_handler_name(operation) for _, _, operation in OPERATIONS}
+    folder = Path(handlers.__file__).parent
+    for source in sorted(folder.glob("*.py")):
+        if source.name == "__init__.py":
+            continue
+        module = importlib.import_module(f"app.handlers.{source.stem}")
+        for name, function in inspect.getmembers(module, inspect.isfunction):
+            if function.__module__ == module.__name__ and not name.startswith("_"):
+                assert f"{module.__name__}.{name}" in named, (
+                    f"{module.__name__}.{name} is not the handler of any operation"
+                )
+
+
+def _codes_asserted_by_http_tests() -> set[str]:
+    codes = set()
+    for source in (ROOT / "tests" / "http").glob("test_*.py"):
+        for node in ast.walk(ast.parse(source.read_text())):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "assert_error"
+                    and len(node.args) >= 3 and isinstance(node.args[2], ast.Constant)):
+                codes.add(node.args[2].value)
+    return codes
+
+
+ERROR_CODES = SPEC["components"]["schemas"]["Error"]["properties"]["code"]["x-extensible-enum"]
+
+
+@pytest.mark.parametrize("code", ERROR_CODES)
+def test_every_error_code_is_produced_by_an_http_test(code: str) -> None:
+    assert code in _codes_asserted_by_http_tests(), (
+        f"no test in tests/http asserts an Error with code {code!r}"
+    )
+
+
+@pytest.mark.parametrize("code", ERROR_CODES)
+def test_every_error_code_is_described(code: str) -> None:
+    description = SPEC["components"]["schemas"]["Error"]["properties"]["code"]["description"]
+    assert re.search(rf"`{code}` \(\d{{3}}\)", description), f"{code} is not described"

@@ -553,12 +553,11 @@ class RateLimitMiddleware:
     ) -> None:
         retry_after = verdict.retry_after(now)
         if key is not None and token is not None and self.settings.ban_seconds > 0:
-            settings = self.settings
             bans = await self.quotas.run(
                 lambda c: self._violation_bans(c, subject, retry_after)
             )
             if bans:
-                until = now + settings.ban_seconds
+                until = now + self.settings.ban_seconds
                 banned = dt.datetime.fromtimestamp(until, dt.UTC)
                 await run_in_threadpool(self.store.ban_key, key.id, format_time(banned))
                 self.keyring.forget(token)
@@ -566,11 +565,11 @@ class RateLimitMiddleware:
                             format_time(banned))
                 await self._banned(send, verdict, until, now)
                 return
-        await errors.send_error(
+        await _refuse_with(
             send, 429, "rate_limit_exceeded",
             f"Too many requests: the {verdict.tightest.name} quota is spent. "
             f"Retry after {retry_after} s.",
-            [*rate_limit_headers(verdict, now), (b"retry-after", str(retry_after).encode())],
+            verdict, retry_after, now,
         )
 
     async def _violation_bans(self, counter: LimitsCounter, subject: str, retry_after: int) -> bool:
@@ -582,11 +581,11 @@ class RateLimitMiddleware:
 
     async def _banned(self, send: Send, verdict: Verdict, ban_ends: float, now: float) -> None:
         retry_after = max(1, math.ceil(ban_ends - now))
-        await errors.send_error(
+        await _refuse_with(
             send, 429, "api_key_banned",
             f"This API key is banned for repeated requests after 429 answers. "
             f"Retry after {retry_after} s.",
-            [*rate_limit_headers(verdict, now), (b"retry-after", str(retry_after).encode())],
+            verdict, retry_after, now,
         )
 
     async def _unavailable(self, send: Send, plan: Plan, message: str) -> None:
@@ -596,11 +595,17 @@ class RateLimitMiddleware:
         retry = errors.RETRY_AFTER_UNAVAILABLE
         windows = (Window("minute", plan.per_minute, 60, 0, now + retry),
                    Window("day", plan.per_day, 86_400, 0, now + retry))
-        await errors.send_error(
-            send, 503, "service_unavailable", message,
-            [*rate_limit_headers(Verdict(False, windows), now),
-             (b"retry-after", str(retry).encode())],
-        )
+        await _refuse_with(send, 503, "service_unavailable", message,
+                           Verdict(False, windows), retry, now)
+
+
+async def _refuse_with(send: Send, status: int, code: str, message: str, verdict: Verdict,
+                       retry_after: int, now: float) -> None:
+    """An Error answer from the middleware, with the rate-limit headers and Retry-After."""
+    await errors.send_error(
+        send, status, code, message,
+        [*rate_limit_headers(verdict, now), (b"retry-after", str(retry_after).encode())],
+    )
 
 
 class RateLimitHeaders:

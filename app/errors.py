@@ -102,12 +102,11 @@ async def send_error(
 UNAVAILABLE_MESSAGE = "The service cannot reach its database right now; retry shortly."
 
 
+# Only codes the YAML lists (Error.code); any other 4xx answers invalid_request.
 _HTTP_CODES = {
     400: ("invalid_request", "The request is not valid."),
     404: ("not_found", "There is nothing at this path."),
     405: ("method_not_allowed", "This path does not support that method."),
-    406: ("not_acceptable", "This service answers with application/json only."),
-    415: ("unsupported_media_type", "This request body's media type is not supported."),
 }
 
 

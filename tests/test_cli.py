@@ -206,3 +206,19 @@ def test_keys_list_shows_a_ban_and_unban_lifts_it(db: Path) -> None:
     assert run(db, "keys", "unban", "1").exit_code == 0
     assert "active" in run(db, "keys", "list").stdout
     assert run(db, "keys", "unban", "9").exit_code == 1
+
+
+def test_backup_copies_a_live_database_and_refuses_to_overwrite(db: Path, tmp_path: Path) -> None:
+    run(db, "orders", "import", "-", input='[{"id": 1}, {"id": 2, "status": "shipped"}]')
+    run(db, "keys", "create", "--plan", "free")
+    target = tmp_path / "backups" / "copy.db"
+    result = run(db, "backup", str(target))
+    assert result.exit_code == 0, result.output
+    assert "2 orders" in result.stderr
+    copy = open_store(Settings(database=str(target)))
+    assert copy.list_orders() == orders_in(db)
+    assert copy.list_keys() == open_store(Settings(database=str(db))).list_keys()
+    assert copy.check()["journal_mode"] == "wal"
+    again = run(db, "backup", str(target))
+    assert again.exit_code == 1 and "exists already" in again.stderr
+    assert not list(target.parent.glob("*.partial"))

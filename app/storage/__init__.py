@@ -7,7 +7,7 @@ Orders come back in the API's field names, with absent values left out, never nu
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -118,6 +118,10 @@ class Store(Protocol):
 
     def unban_key(self, key_id: int) -> ApiKey | None:
         """Lift the key's ban, if any."""
+        ...
+
+    def backup(self, target: str, progress: Callable[[int, int], None] | None = None) -> None:
+        """Copy the live database to target, consistent even while others write."""
         ...
 
     def check(self) -> dict[str, str]:

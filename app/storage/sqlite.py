@@ -159,6 +159,22 @@ class SQLiteStore:
             self._local.db = None
 
     @_translate_errors
+    def backup(self, target: str, progress: Callable[[int, int], None] | None = None) -> None:
+        """Copy the live database to target with SQLite's online backup API: a consistent
+        copy even while the service writes, taken in steps so writers are not held up."""
+        destination = sqlite3.connect(target)
+        try:
+            self.db.conn.backup(
+                destination,
+                pages=1024,
+                progress=(lambda _status, remaining, total: progress(total - remaining, total))
+                if progress else None,
+            )
+            destination.execute("PRAGMA journal_mode = WAL")
+        finally:
+            destination.close()
+
+    @_translate_errors
     def check(self) -> dict[str, str]:
         """Connection facts for the storage suite (journal mode, synchronous level)."""
         db = self.db

@@ -187,3 +187,27 @@ def test_a_lock_held_past_the_busy_timeout_is_store_unavailable(
         blocker.execute("ROLLBACK")
         blocker.close()
     assert store.cancel_order(1, None, NOW).changed, "recovers once the lock is gone"
+
+
+def test_backup_is_consistent_while_another_connection_writes(store: Store, tmp_path: Path) -> None:
+    store.import_orders({"id": i, "status": "pending"} for i in range(1, 2001))
+    stop = threading.Event()
+
+    def write() -> None:
+        writer = SQLiteStore(tmp_path / "store.db", busy_timeout_ms=1000)
+        order_id = 1
+        while not stop.is_set() and order_id <= 2000:
+            writer.cancel_order(order_id, None, NOW)
+            order_id += 1
+        writer.close()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    try:
+        store.backup(str(tmp_path / "copy.db"))
+    finally:
+        stop.set()
+        thread.join()
+    copy = sqlite3.connect(tmp_path / "copy.db")
+    assert copy.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert copy.execute("SELECT count(*) FROM orders").fetchone()[0] == 2000

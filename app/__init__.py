@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from connexion.middleware import MiddlewarePosition
 from connexion.middleware.server_error import ServerErrorMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app import errors, quotas, routing
+from app import access, errors, quotas, routing
 from app.auth import SCOPE_KEY, Keyring
 from app.config import Settings
 from app.storage import Store, open_store
@@ -57,11 +56,34 @@ class RequestServices:
         await self.app(scope, receive, send)
 
 
+def _path_templates() -> dict[str, str]:
+    """Resolved operation id -> path template, for the access log."""
+    import yaml
+
+    spec = yaml.safe_load((OPENAPI_DIR / API_SPEC).read_text())
+    resolver = routing.TagResolver()
+    templates = {}
+    for path, item in spec["paths"].items():
+        for operation in item.values():
+            if isinstance(operation, dict) and "operationId" in operation:
+                resolved = resolver.resolve_operation_id(_Raw(operation))
+                templates[resolved] = BASE_PATH + path
+    return templates
+
+
+class _Raw:
+    """The shape TagResolver reads from a Connexion operation."""
+
+    def __init__(self, operation: dict[str, object]) -> None:
+        self._operation = operation
+        self.operation_id = operation["operationId"]
+
+
 def create_app(settings: Settings | None = None) -> FlaskApp:
     """Build the service: the OpenAPI document routed to the handlers, over the store the
     settings name. Tests pass their own Settings; wsgi.py reads them from the environment."""
     settings = settings or Settings.from_env()
-    logging.basicConfig(level=settings.log_level.upper())
+    access.configure_logging(settings)
     store = open_store(settings)
     services = Services(settings, store, Keyring(store, settings.key_cache_seconds))
 
@@ -90,6 +112,8 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
         strict_validation=False,  # D6: unknown query parameters are ignored in v1
     )
     errors.register_error_handlers(app)
+    app.add_middleware(access.AccessLog, position=MiddlewarePosition.BEFORE_EXCEPTION,
+                       templates=_path_templates())
     if settings.ratelimit_enabled:
         app.add_middleware(
             quotas.RateLimitMiddleware,
@@ -101,10 +125,8 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
             quotas=quotas.Quotas(settings),
             exempt_prefixes=UNMETERED_PREFIXES,
         )
-        if settings.validate_responses:
-            app.add_middleware(
-                quotas.RateLimitHeaders, position=MiddlewarePosition.BEFORE_CONTEXT
-            )
+    if settings.validate_responses:
+        app.add_middleware(access.DecidedHeaders, position=MiddlewarePosition.BEFORE_CONTEXT)
     app.add_middleware(
         RequestServices, position=MiddlewarePosition.BEFORE_SWAGGER, services=services
     )

@@ -51,6 +51,12 @@ def _on_error(text: str) -> str:
     return text
 
 
+def _log_format(text: str) -> str:
+    if text not in ("json", "text"):
+        raise ValueError("must be json or text")
+    return text
+
+
 def _non_negative_float(text: str) -> float:
     value = float(text)
     if value < 0:
@@ -95,6 +101,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("WORKERS", "1", "Number of gunicorn worker processes for `petstore serve`.",
             _positive_int),
     Setting("LOG_LEVEL", "info", "Log level: debug, info, warning or error."),
+    Setting("LOG_FORMAT", "json", "Log lines as json (one object a line) or text.",
+            _log_format),
     Setting(
         "FORWARDED_ALLOW_IPS",
         "127.0.0.1,::1",
@@ -169,6 +177,7 @@ class Settings:
     bind: str = _default("BIND")
     workers: int = _default("WORKERS")
     log_level: str = _default("LOG_LEVEL")
+    log_format: str = _default("LOG_FORMAT")
     forwarded_allow_ips: str = _default("FORWARDED_ALLOW_IPS")
     ratelimit_enabled: bool = _default("RATELIMIT_ENABLED")
     ratelimit_storage: str = _default("RATELIMIT_STORAGE")

@@ -176,11 +176,14 @@ def _domain(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
 
 
 def _internal(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
-    log.error(
-        "unexpected error on %s %s", request.method, request.url.path, exc_info=exc
-    )
+    from app.access import request_id_of
+
+    request_id = request_id_of(request.scope)
+    log.error("unexpected error on %s", request.method, exc_info=exc,
+              extra={"request_id": request_id})
     return error_response(
-        500, "internal_error", "The service failed to handle this request; it has been logged."
+        500, "internal_error",
+        f"The service failed to handle this request; it was logged as request {request_id}.",
     )
 
 

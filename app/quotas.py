@@ -42,6 +42,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import errors
+from app.access import add_missing, decide_header
 from app.auth import LOOKED_UP, Keyring
 from app.config import Settings, SettingsError
 from app.orders import format_time
@@ -52,7 +53,6 @@ log = logging.getLogger("petstore.quotas")
 VIOLATION_GRACE = 1.0  # seconds after a 429 during which more refusals are not violations
 RETRY_PRIMARY_AFTER = 1.0  # seconds between attempts to reach a failed quota storage
 REDIS_TIMEOUT = 0.5  # seconds; a quota check never waits longer on the network
-HEADERS_SCOPE_KEY = "petstore.ratelimit_headers"
 T = TypeVar("T")
 
 
@@ -534,15 +534,14 @@ class RateLimitMiddleware:
             return
 
         headers = rate_limit_headers(verdict, now)
-        scope[HEADERS_SCOPE_KEY] = headers
+        for name, value in headers:
+            decide_header(scope, name, value)
 
         async def send_with_headers(message: Message) -> None:
             # Error responses made by Connexion's handlers get the headers here; a handler's
-            # response may have them already from RateLimitHeaders (see there).
+            # response may have them already from access.DecidedHeaders.
             if message["type"] == "http.response.start":
-                present = message.get("headers", ())
-                if not any(name == b"x-ratelimit-limit" for name, _ in present):
-                    message["headers"] = [*present, *headers]
+                message["headers"] = add_missing(message.get("headers", ()), headers)
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
@@ -606,28 +605,3 @@ async def _refuse_with(send: Send, status: int, code: str, message: str, verdict
         send, status, code, message,
         [*rate_limit_headers(verdict, now), (b"retry-after", str(retry_after).encode())],
     )
-
-
-class RateLimitHeaders:
-    """Writes the headers RateLimitMiddleware decided onto the handler's response, inside
-    Connexion's response validator, so that the validator sees the headers the YAML
-    declares required (DESIGN.md: headers added outside it are invisible to it).
-
-    Added only where responses are validated: elsewhere the outer middleware writes them,
-    and one wrapper of `send` fewer is worth having on every request."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = scope.get(HEADERS_SCOPE_KEY)
-        if scope["type"] != "http" or not headers:
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", ()), *headers]
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)

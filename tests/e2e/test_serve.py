@@ -69,3 +69,20 @@ def test_the_key_never_reaches_the_server_log(server: tuple[Server, str]) -> Non
     http.request("GET", "/v1/store/orders", {"Authorization": "Bearer psk_not_a_real_key"})
     log = http.log.read_text()
     assert key not in log and "psk_not_a_real_key" not in log
+
+
+def test_the_server_logs_one_json_access_line_per_request(server: tuple[Server, str]) -> None:
+    import time
+
+    http, key = server
+    http.request("DELETE", "/v1/store/orders/999999",
+                 {"Authorization": f"Bearer {key}", "X-Request-ID": "e2e-line"})
+    deadline = time.monotonic() + 5
+    while '"e2e-line"' not in http.log.read_text():
+        assert time.monotonic() < deadline, http.log.read_text()[-2000:]
+        time.sleep(0.05)
+    line = next(json.loads(text) for text in http.log.read_text().splitlines()
+                if '"e2e-line"' in text)
+    assert (line["method"], line["path"], line["status"]) == (
+        "DELETE", "/v1/store/orders/{orderId}", 404)
+    assert isinstance(line["key_id"], int) and line["duration_ms"] > 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from connexion import FlaskApp
 from connexion.jsonifier import Jsonifier
 from connexion.middleware import MiddlewarePosition
 from connexion.middleware.server_error import ServerErrorMiddleware
+from connexion.options import SwaggerUIOptions
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import access, errors, quotas, routing
@@ -22,6 +24,7 @@ __version__ = "1.0.0"
 
 OPENAPI_DIR = Path(__file__).resolve().parent.parent / "openapi"
 API_SPEC = "petstore-v1.yaml"
+OPS_SPEC = "ops.yaml"
 BASE_PATH = "/v1"
 # No quota and no rate-limit headers on the document, its UI and the operations endpoints
 # (DESIGN.md D9).
@@ -36,6 +39,9 @@ class Services:
     settings: Settings
     store: Store
     keyring: Keyring
+    # Checks the quota storage for /readyz; None where its failure cannot make the
+    # service unready (quotas off, or falling back to process memory: D16).
+    quota_probe: Callable[[], bool] | None = None
 
 
 class RequestServices:
@@ -60,14 +66,15 @@ def _path_templates() -> dict[str, str]:
     """Resolved operation id -> path template, for the access log."""
     import yaml
 
-    spec = yaml.safe_load((OPENAPI_DIR / API_SPEC).read_text())
     resolver = routing.TagResolver()
     templates = {}
-    for path, item in spec["paths"].items():
-        for operation in item.values():
-            if isinstance(operation, dict) and "operationId" in operation:
-                resolved = resolver.resolve_operation_id(_Raw(operation))
-                templates[resolved] = BASE_PATH + path
+    for name, base in ((API_SPEC, BASE_PATH), (OPS_SPEC, "")):
+        spec = yaml.safe_load((OPENAPI_DIR / name).read_text())
+        for path, item in spec["paths"].items():
+            for operation in item.values():
+                if isinstance(operation, dict) and "operationId" in operation:
+                    resolved = resolver.resolve_operation_id(_Raw(operation))
+                    templates[resolved] = base + path
     return templates
 
 
@@ -85,7 +92,9 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
     settings = settings or Settings.from_env()
     access.configure_logging(settings)
     store = open_store(settings)
-    services = Services(settings, store, Keyring(store, settings.key_cache_seconds))
+    fails_closed = settings.ratelimit_enabled and settings.ratelimit_on_error == "closed"
+    services = Services(settings, store, Keyring(store, settings.key_cache_seconds),
+                        quotas.storage_probe(settings) if fails_closed else None)
 
     middlewares = [
         functools.partial(ServerErrorMiddleware, handler=errors.server_error_handler)
@@ -111,6 +120,14 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
         validate_responses=settings.validate_responses,
         strict_validation=False,  # D6: unknown query parameters are ignored in v1
     )
+    # D16: the operations endpoints sit outside the v1 contract, at the server's root.
+    app.add_api(
+        OPS_SPEC,
+        base_path="",
+        resolver=routing.TagResolver(),
+        validate_responses=settings.validate_responses,
+        swagger_ui_options=SwaggerUIOptions(serve_spec=False, swagger_ui=False),
+    )
     errors.register_error_handlers(app)
     app.add_middleware(access.AccessLog, position=MiddlewarePosition.BEFORE_EXCEPTION,
                        templates=_path_templates())
@@ -128,7 +145,7 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
     if settings.validate_responses:
         app.add_middleware(access.DecidedHeaders, position=MiddlewarePosition.BEFORE_CONTEXT)
     app.add_middleware(
-        RequestServices, position=MiddlewarePosition.BEFORE_SWAGGER, services=services
+        RequestServices, position=MiddlewarePosition.BEFORE_SECURITY, services=services
     )
 
     return app

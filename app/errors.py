@@ -53,6 +53,13 @@ class StoreUnavailable(PetstoreError):
     """The database cannot answer now (locked past the busy timeout, read-only, full...)."""
 
 
+class NotReady(PetstoreError):
+    """The instance cannot serve now; the message names the check that failed."""
+
+    def __init__(self, failed: str) -> None:
+        super().__init__(f"Not ready: {failed}.")
+
+
 class DuplicateAuthorization(PetstoreError):
     def __init__(self) -> None:
         super().__init__("Send one Authorization header, not several.")
@@ -170,6 +177,10 @@ def _domain(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
             UNAVAILABLE_MESSAGE,
             {"Retry-After": str(RETRY_AFTER_UNAVAILABLE)},
         )
+    if isinstance(exc, NotReady):
+        log.warning("%s", exc.message)
+        return error_response(503, "service_unavailable", exc.message,
+                              {"Retry-After": str(RETRY_AFTER_UNAVAILABLE)})
     if isinstance(exc, DuplicateAuthorization):
         return error_response(400, "invalid_request", exc.message)
     return _internal(request, exc)

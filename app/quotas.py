@@ -341,20 +341,26 @@ class QuotaStorageDown(Exception):
     """The quota storage failed and the settings say to fail closed."""
 
 
+def _storage_options(settings: Settings, plain: str) -> dict[str, Any]:
+    options: dict[str, Any] = {"wrap_exceptions": True}
+    if "redis" in plain or "valkey" in plain:
+        options.update(
+            key_prefix=settings.ratelimit_key_prefix,
+            socket_timeout=REDIS_TIMEOUT,
+            socket_connect_timeout=REDIS_TIMEOUT,
+        )
+    return options
+
+
 def open_counter(settings: Settings) -> LimitsCounter:
     """The counter for PETSTORE_RATELIMIT_STORAGE."""
     uri = settings.ratelimit_storage
     plain = uri.removeprefix("async+")
     if plain.startswith("memory://"):
         return LimitsCounter.in_memory()
-    options: dict[str, Any] = {"wrap_exceptions": True}
+    options = _storage_options(settings, plain)
     if "redis" in plain or "valkey" in plain:
-        options.update(
-            implementation="redispy",
-            key_prefix=settings.ratelimit_key_prefix,
-            socket_timeout=REDIS_TIMEOUT,
-            socket_connect_timeout=REDIS_TIMEOUT,
-        )
+        options["implementation"] = "redispy"
     storage = storage_from_string("async+" + plain, **options)
     assert isinstance(storage, AsyncStorage)
     if plain.startswith(("redis://", "rediss://")):
@@ -365,6 +371,21 @@ def open_counter(settings: Settings) -> LimitsCounter:
             "sliding windows; use memory://, redis:// (or Sentinel, Cluster) or mongodb://"
         )
     return LimitsCounter(storage)
+
+
+def storage_probe(settings: Settings) -> Callable[[], bool]:
+    """A check of the quota storage that any thread may call (the readiness handler runs
+    in a Flask thread and must not touch the event loop's client)."""
+    plain = settings.ratelimit_storage.removeprefix("async+")
+    storage = storage_from_string(plain, **_storage_options(settings, plain))
+
+    def probe() -> bool:
+        try:
+            return bool(storage.check())
+        except Exception:  # any failure to answer is "not ready", never a 500
+            return False
+
+    return probe
 
 
 class Quotas:

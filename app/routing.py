@@ -20,6 +20,7 @@ from typing import Any
 import starlette.convertors
 import werkzeug.routing
 from connexion.middleware.routing import RoutingMiddleware
+from connexion.middleware.swagger_ui import SwaggerUIMiddleware
 from connexion.resolver import Resolver
 from connexion.uri_parsing import OpenAPIURIParser
 from connexion.validators import ParameterValidator as ConnexionParameterValidator
@@ -80,7 +81,15 @@ class StrictRoutingMiddleware(RoutingMiddleware):
 
     def add_api(self, *args: Any, **kwargs: Any) -> None:
         super().add_api(*args, **kwargs)
+        _specific_first(self.router)
         _no_slash_redirects(self.router)
+
+
+def _specific_first(router: Router) -> None:
+    """Try mounts most specific first: the operations API sits at base path "" (D16), and
+    a Mount("") tried first matches every path, so /v1 requests would reach the handlers
+    without their operation."""
+    router.routes.sort(key=lambda route: -len(getattr(route, "path", "")))
 
 
 def _no_slash_redirects(router: Router) -> None:
@@ -138,11 +147,19 @@ def _describe(param: dict[str, Any]) -> str:
 VALIDATOR_MAP = {"parameter": ParameterValidator}
 
 
+class SpecificFirstSwaggerUIMiddleware(SwaggerUIMiddleware):
+    """Connexion's document and UI server, with its mounts tried most specific first
+    (see _specific_first): otherwise /v1/openapi.json and /v1/ui/ are hidden."""
+
+    def add_api(self, *args: Any, **kwargs: Any) -> None:
+        super().add_api(*args, **kwargs)
+        _specific_first(self.router)
+
+
 def strict_middlewares() -> list[Any]:
-    """Connexion's default middleware stack with StrictRoutingMiddleware for its router."""
+    """Connexion's default middleware stack with our router and document server."""
     from connexion.middleware.main import ConnexionMiddleware
 
-    return [
-        StrictRoutingMiddleware if m is RoutingMiddleware else m
-        for m in ConnexionMiddleware.default_middlewares
-    ]
+    replacements = {RoutingMiddleware: StrictRoutingMiddleware,
+                    SwaggerUIMiddleware: SpecificFirstSwaggerUIMiddleware}
+    return [replacements.get(m, m) for m in ConnexionMiddleware.default_middlewares]

@@ -20,7 +20,8 @@ SPEC = yaml.safe_load((OPENAPI_DIR / API_SPEC).read_text())
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 OPERATIONS = [
     (method.upper(), path, operation)
-    for path, item in SPEC["paths"].items()
+    for document in sorted(OPENAPI_DIR.glob("*.yaml"))
+    for path, item in yaml.safe_load(document.read_text())["paths"].items()
     for method, operation in item.items()
     if method in METHODS
 ]

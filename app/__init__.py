@@ -102,6 +102,9 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
         else m
         for m in routing.strict_middlewares()
     ]
+    origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
+    if origins:
+        middlewares.insert(0, functools.partial(access.Cors, origins=origins))
     app = FlaskApp(
         __name__,
         specification_dir=OPENAPI_DIR,

@@ -110,6 +110,12 @@ SETTINGS: tuple[Setting, ...] = (
         "addresses, or * for any); handed to the uvicorn worker.",
     ),
     Setting(
+        "CORS_ORIGINS",
+        "",
+        "Origins allowed to call the API from a browser (comma-separated, or *); empty "
+        "turns CORS off.",
+    ),
+    Setting(
         "RATELIMIT_ENABLED",
         "true",
         "Count requests against per-plan quotas; false turns quotas and their headers off.",
@@ -179,6 +185,7 @@ class Settings:
     log_level: str = _default("LOG_LEVEL")
     log_format: str = _default("LOG_FORMAT")
     forwarded_allow_ips: str = _default("FORWARDED_ALLOW_IPS")
+    cors_origins: str = _default("CORS_ORIGINS")
     ratelimit_enabled: bool = _default("RATELIMIT_ENABLED")
     ratelimit_storage: str = _default("RATELIMIT_STORAGE")
     anonymous_plan: str = _default("ANONYMOUS_PLAN")

@@ -399,9 +399,10 @@ def backup(path: str) -> None:
 @click.option("--bind", help="Address to listen on (default PETSTORE_BIND, 127.0.0.1:8080).")
 @click.option("--workers", type=click.IntRange(min=1), help="Worker processes (default 1).")
 def serve(bind: str | None, workers: int | None) -> None:
-    """Serve the API with gunicorn and the uvicorn worker.
+    """Serve the API with gunicorn and the uvicorn worker (app/gunicorn_conf.py).
 
-    The database is created or migrated first. Stop with Ctrl-C (or SIGTERM).
+    The database is created or migrated first. Stop with Ctrl-C or SIGTERM: requests in
+    flight get PETSTORE_GRACEFUL_TIMEOUT seconds to finish.
     """
     settings = _settings()
     bind = bind or settings.bind
@@ -417,16 +418,9 @@ def serve(bind: str | None, workers: int | None) -> None:
         )
     _store().migrate()
     say(f"Serving {settings.database} on http://{bind}/v1 with {workers} worker(s).")
-    argv = [
-        sys.executable, "-m", "gunicorn",
-        "--worker-class", "uvicorn_worker.UvicornWorker",
-        "--bind", bind,
-        "--workers", str(workers),
-        "--no-control-socket",
-        "--log-level", settings.log_level,
-        "--forwarded-allow-ips", settings.forwarded_allow_ips,
-        "wsgi:app",
-    ]
+    config = Path(__file__).with_name("gunicorn_conf.py")
+    argv = [sys.executable, "-m", "gunicorn", "--config", str(config),
+            "--bind", bind, "--workers", str(workers), "wsgi:app"]
     os.execv(sys.executable, argv)
 
 

@@ -100,6 +100,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("BIND", "127.0.0.1:8080", "Address `petstore serve` listens on."),
     Setting("WORKERS", "1", "Number of gunicorn worker processes for `petstore serve`.",
             _positive_int),
+    Setting(
+        "GRACEFUL_TIMEOUT",
+        "30",
+        "Seconds that requests in flight get to finish after SIGTERM before workers stop.",
+        _positive_int,
+    ),
     Setting("LOG_LEVEL", "info", "Log level: debug, info, warning or error."),
     Setting("LOG_FORMAT", "json", "Log lines as json (one object a line) or text.",
             _log_format),
@@ -182,6 +188,7 @@ class Settings:
     key_cache_seconds: float = _default("KEY_CACHE_SECONDS")
     bind: str = _default("BIND")
     workers: int = _default("WORKERS")
+    graceful_timeout: int = _default("GRACEFUL_TIMEOUT")
     log_level: str = _default("LOG_LEVEL")
     log_format: str = _default("LOG_FORMAT")
     forwarded_allow_ips: str = _default("FORWARDED_ALLOW_IPS")

@@ -70,8 +70,9 @@ PETSTORE = [sys.executable, "-m", "app.cli"]
 class Server:
     """A running `petstore serve`, spoken to over real HTTP."""
 
-    def __init__(self, port: int, log: Path, env: dict[str, str]) -> None:
-        self.port, self.log, self.env = port, log, env
+    def __init__(self, port: int, log: Path, env: dict[str, str],
+                 process: subprocess.Popen[Any] | None = None) -> None:
+        self.port, self.log, self.env, self.process = port, log, env, process
 
     def request(
         self, method: str, path: str, headers: dict[str, str] | None = None
@@ -122,7 +123,7 @@ def serving(folder: Path, *serve_args: str, **settings: str) -> Iterator[Server]
         )
     try:
         _wait_until_serving(port, process, log)
-        yield Server(port, log, env)
+        yield Server(port, log, env, process)
     finally:
         process.send_signal(signal.SIGTERM)
         try:

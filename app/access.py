@@ -22,6 +22,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app import metrics
 from app.config import Settings
 from app.errors import error_body
 
@@ -110,6 +111,8 @@ class AccessLog:
         operation = (extensions.get(ROUTING) or {}).get("operation_id") or ""
         token_info = (extensions.get(CONTEXT) or {}).get("token_info") or {}
         template = self.templates.get(operation, "(no route)")
+        metrics.REQUESTS.labels(scope["method"], template, str(status)).inc()
+        metrics.LATENCY.labels(scope["method"], template).observe(seconds)
         log.info(
             "%s %s %d", scope["method"], template, status,
             extra={

@@ -11,6 +11,7 @@ import io
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -417,6 +418,10 @@ def serve(bind: str | None, workers: int | None) -> None:
             "share), or serve with one worker."
         )
     _store().migrate()
+    # Metrics summed over workers (prometheus-client's multiprocess mode): a fresh folder
+    # for this run's files, unless the operator chose one.
+    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR",
+                          tempfile.mkdtemp(prefix="petstore-metrics-"))
     say(f"Serving {settings.database} on http://{bind}/v1 with {workers} worker(s).")
     config = Path(__file__).with_name("gunicorn_conf.py")
     argv = [sys.executable, "-m", "gunicorn", "--config", str(config),

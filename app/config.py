@@ -121,6 +121,12 @@ SETTINGS: tuple[Setting, ...] = (
         "Origins allowed to call the API from a browser (comma-separated, or *); empty "
         "turns CORS off.",
     ),
+    Setting("METRICS_ENABLED", "true", "Serve Prometheus metrics at /metrics.", _boolean),
+    Setting(
+        "METRICS_ALLOW",
+        "127.0.0.1,::1",
+        "Addresses or networks (comma-separated, or *) that /metrics answers; others get 404.",
+    ),
     Setting(
         "RATELIMIT_ENABLED",
         "true",
@@ -193,6 +199,8 @@ class Settings:
     log_format: str = _default("LOG_FORMAT")
     forwarded_allow_ips: str = _default("FORWARDED_ALLOW_IPS")
     cors_origins: str = _default("CORS_ORIGINS")
+    metrics_enabled: bool = _default("METRICS_ENABLED")
+    metrics_allow: str = _default("METRICS_ALLOW")
     ratelimit_enabled: bool = _default("RATELIMIT_ENABLED")
     ratelimit_storage: str = _default("RATELIMIT_STORAGE")
     anonymous_plan: str = _default("ANONYMOUS_PLAN")

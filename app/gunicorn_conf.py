@@ -3,6 +3,9 @@
 Everything comes from the PETSTORE_* settings, so the service is configured in one place.
 """
 
+from typing import Any
+
+from app import metrics
 from app.config import Settings
 
 settings = Settings.from_env()
@@ -41,3 +44,8 @@ if settings.log_format == "json":
                               "propagate": False},
         },
     }
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """Drop a dead worker's share of the multiprocess metrics."""
+    metrics.worker_exited(worker.pid)

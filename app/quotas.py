@@ -41,7 +41,7 @@ from redis.exceptions import RedisError
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app import errors
+from app import errors, metrics
 from app.access import add_missing, decide_header
 from app.auth import LOOKED_UP, Keyring
 from app.config import Settings, SettingsError
@@ -405,6 +405,7 @@ class Quotas:
             try:
                 result = await action(self.primary)
             except StorageError as exc:
+                metrics.QUOTA_STORAGE_ERRORS.inc()
                 if self._down_since is None:
                     self._down_since = now
                     log.warning(
@@ -581,6 +582,7 @@ class RateLimitMiddleware:
                 banned = dt.datetime.fromtimestamp(until, dt.UTC)
                 await run_in_threadpool(self.store.ban_key, key.id, format_time(banned))
                 self.keyring.forget(token)
+                metrics.BANS.inc()
                 log.warning("key %d banned until %s after repeated 429s", key.id,
                             format_time(banned))
                 await self._banned(send, verdict, until, now)
@@ -622,6 +624,8 @@ class RateLimitMiddleware:
 async def _refuse_with(send: Send, status: int, code: str, message: str, verdict: Verdict,
                        retry_after: int, now: float) -> None:
     """An Error answer from the middleware, with the rate-limit headers and Retry-After."""
+    if status == 429:
+        metrics.REFUSED.labels(code).inc()
     await errors.send_error(
         send, status, code, message,
         [*rate_limit_headers(verdict, now), (b"retry-after", str(retry_after).encode())],

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from app import health
+import flask
+
+from app import health, metrics
 from app.handlers import services
 
 
@@ -17,3 +19,14 @@ def get_readiness() -> tuple[dict[str, Any], int]:
     """GET /readyz: the database (and, failing closed, the quota storage) answers."""
     current = services()
     return health.readiness(current.store, current.quota_probe), 200
+
+
+def get_metrics() -> flask.Response:
+    """GET /metrics: Prometheus metrics, only to PETSTORE_METRICS_ALLOW."""
+    current = services()
+    settings = current.settings
+    if not (settings.metrics_enabled
+            and metrics.allowed(flask.request.remote_addr, settings.metrics_allow)):
+        flask.abort(404)
+    body, content_type = metrics.render(current.store)
+    return flask.Response(body, content_type=content_type)

@@ -60,6 +60,10 @@ class Store(Protocol):
         """How many orders the store holds, whatever their status."""
         ...
 
+    def count_by_status(self) -> dict[str, int]:
+        """How many orders each status holds (every status present, 0 where none)."""
+        ...
+
     def cancel_order(self, order_id: int, key_id: int | None, now: str) -> Transition:
         """Cancel the order if it is pending, in one conditional write, recording when and
         by which key. Of many concurrent calls, exactly one reports changed."""

@@ -19,7 +19,7 @@ from typing import Any, ParamSpec, TypeVar
 import sqlite_utils
 
 from app.errors import DuplicateOrder, StoreUnavailable
-from app.storage import ApiKey, Transition
+from app.storage import ORDER_STATUSES, ApiKey, Transition
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -231,6 +231,16 @@ class SQLiteStore:
                 return Transition(target, changed=True)
             row = db.execute("SELECT status FROM orders WHERE id = ?", (order_id,)).fetchone()
         return Transition(None if row is None else str(row[0]), changed=False)
+
+    @_translate_errors
+    def count_by_status(self) -> dict[str, int]:
+        """How many orders each status holds (every status present, 0 where none)."""
+        counts = dict.fromkeys(ORDER_STATUSES, 0)
+        for status, count in self.db.execute(
+            "SELECT status, count(*) FROM orders GROUP BY status"
+        ).fetchall():
+            counts[str(status)] = int(count)
+        return counts
 
     @_translate_errors
     def cancel_order(self, order_id: int, key_id: int | None, now: str) -> Transition:

@@ -102,3 +102,30 @@ def test_fail_closed_answers_503_during_an_outage_and_recovers(
         private_redis.start()
         time.sleep(1.2)
         assert _timed_get(client, key).status_code == 200
+
+
+@pytest.mark.slow
+def test_metrics_sum_over_two_workers(tmp_path: Path, redis_url: str,
+                                      redis_prefix: str) -> None:
+    from tests.http.test_metrics import sample
+
+    with serving(tmp_path, "--workers", "2", ratelimit_storage=redis_url,
+                 ratelimit_key_prefix=redis_prefix) as server:
+        key = server.petstore("keys", "create", "--plan", "pro").stdout.strip()
+        auth = {"Authorization": f"Bearer {key}"}
+        with ThreadPoolExecutor(4) as pool:
+            statuses = list(pool.map(lambda _: server.request("GET", LIST, auth)[0], range(20)))
+        assert statuses == [200] * 20
+        def served() -> float:
+            status, _, body = server.request("GET", "/metrics")
+            assert status == 200
+            return sample(body.decode(), "petstore_requests_total", method="GET", path=LIST,
+                          status="200")
+
+        # The count is written just after each answer goes out: let the last one land.
+        deadline = time.monotonic() + 3
+        while served() != 20:
+            assert time.monotonic() < deadline, "metrics did not reach 20"
+            time.sleep(0.05)
+        # Scrapes land on either worker, and each must see the requests of both.
+        assert [served() for _ in range(6)] == [20.0] * 6

@@ -211,3 +211,10 @@ def test_backup_is_consistent_while_another_connection_writes(store: Store, tmp_
     copy = sqlite3.connect(tmp_path / "copy.db")
     assert copy.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert copy.execute("SELECT count(*) FROM orders").fetchone()[0] == 2000
+
+
+def test_count_by_status_names_every_status(store: Store) -> None:
+    assert store.count_by_status() == {"pending": 0, "shipped": 0, "cancelled": 0}
+    store.import_orders([{"id": 1, "status": "pending"}, {"id": 2, "status": "shipped"},
+                         {"id": 3, "status": "shipped"}])
+    assert store.count_by_status() == {"pending": 1, "shipped": 2, "cancelled": 0}

@@ -1,0 +1,81 @@
+"""Prometheus metrics, correct across gunicorn workers (prometheus-client's multiprocess
+mode, switched on by PROMETHEUS_MULTIPROC_DIR, which `petstore serve` sets)."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Iterator
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from app.storage import Store
+
+REQUESTS = Counter("petstore_requests", "Requests answered, by operation (path template) "
+                   "and status.", ["method", "path", "status"])
+LATENCY = Histogram("petstore_request_duration_seconds", "Time to answer a request.",
+                    ["method", "path"])
+REFUSED = Counter("petstore_quota_refusals", "Requests refused with 429, by reason "
+                  "(rate_limit_exceeded, api_key_banned).", ["reason"])
+BANS = Counter("petstore_bans", "API keys banned for repeated requests after 429s.")
+QUOTA_STORAGE_ERRORS = Counter("petstore_quota_storage_errors",
+                               "Failed calls to the quota storage (Redis).")
+
+
+class OrdersByStatus(Collector):
+    """How many orders each status holds, read from the store at scrape time."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily("petstore_orders", "Orders in the store, by status.",
+                                   labels=["status"])
+        for status, count in self.store.count_by_status().items():
+            family.add_metric([status], count)
+        yield family
+
+
+def render(store: Store) -> tuple[bytes, str]:
+    """The exposition text of every metric, summed over all workers in multiprocess mode."""
+    registry = CollectorRegistry()
+    if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
+        multiprocess.MultiProcessCollector(registry)
+    else:
+        for metric in (REQUESTS, LATENCY, REFUSED, BANS, QUOTA_STORAGE_ERRORS):
+            registry.register(metric)
+    registry.register(OrdersByStatus(store))
+    return generate_latest(registry), CONTENT_TYPE_LATEST
+
+
+def allowed(address: str | None, allow: str) -> bool:
+    """Whether PETSTORE_METRICS_ALLOW (addresses or networks, or *) admits address."""
+    entries = [entry.strip() for entry in allow.split(",") if entry.strip()]
+    if "*" in entries:
+        return True
+    try:
+        client = ipaddress.ip_address(address or "")
+    except ValueError:
+        return False
+    for entry in entries:
+        try:
+            if client in ipaddress.ip_network(entry, strict=False):
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def worker_exited(pid: int) -> None:
+    """gunicorn's child_exit hook: drop a dead worker's live gauges."""
+    if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
+        multiprocess.mark_process_dead(pid)

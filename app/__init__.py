@@ -15,7 +15,7 @@ from connexion.middleware.server_error import ServerErrorMiddleware
 from connexion.options import SwaggerUIOptions
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app import access, errors, quotas, routing
+from app import access, deprecation, errors, quotas, routing
 from app.auth import SCOPE_KEY, Keyring
 from app.config import Settings
 from app.storage import Store, open_store
@@ -62,20 +62,21 @@ class RequestServices:
         await self.app(scope, receive, send)
 
 
-def _path_templates() -> dict[str, str]:
-    """Resolved operation id -> path template, for the access log."""
+def _operations() -> dict[str, tuple[str, dict[str, object]]]:
+    """Resolved operation id -> (path template, the operation's definition), for the
+    access log and the deprecation signals."""
     import yaml
 
     resolver = routing.TagResolver()
-    templates = {}
+    operations = {}
     for name, base in ((API_SPEC, BASE_PATH), (OPS_SPEC, "")):
         spec = yaml.safe_load((OPENAPI_DIR / name).read_text())
         for path, item in spec["paths"].items():
             for operation in item.values():
                 if isinstance(operation, dict) and "operationId" in operation:
                     resolved = resolver.resolve_operation_id(_Raw(operation))
-                    templates[resolved] = base + path
-    return templates
+                    operations[resolved] = (base + path, operation)
+    return operations
 
 
 class _Raw:
@@ -132,8 +133,9 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
         swagger_ui_options=SwaggerUIOptions(serve_spec=False, swagger_ui=False),
     )
     errors.register_error_handlers(app)
+    operations = _operations()
     app.add_middleware(access.AccessLog, position=MiddlewarePosition.BEFORE_EXCEPTION,
-                       templates=_path_templates())
+                       templates={op: path for op, (path, _) in operations.items()})
     if settings.ratelimit_enabled:
         app.add_middleware(
             quotas.RateLimitMiddleware,
@@ -145,6 +147,10 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
             quotas=quotas.Quotas(settings),
             exempt_prefixes=UNMETERED_PREFIXES,
         )
+    app.add_middleware(
+        deprecation.Deprecations, position=MiddlewarePosition.BEFORE_SECURITY,
+        retired=deprecation.retirements({op: d for op, (_, d) in operations.items()}),
+    )
     if settings.validate_responses:
         app.add_middleware(access.DecidedHeaders, position=MiddlewarePosition.BEFORE_CONTEXT)
     app.add_middleware(

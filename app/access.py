@@ -89,8 +89,10 @@ class AccessLog:
         # and adds its routing and security context to scope["extensions"]: create that
         # dict here so that the copy shares it and the access line can read them.
         scope.setdefault("extensions", {})
-        header = [(b"x-request-id", request_id.encode("ascii"))]
-        decide_header(scope, *header[0])
+        decide_header(scope, b"x-request-id", request_id.encode("ascii"))
+        # The list is shared with the scope copies further in, so headers decided there
+        # (deprecation, rate limits) reach responses made by Connexion's error handlers.
+        decided = scope[DECIDED_HEADERS]
         started = time.perf_counter()
         status = 500
 
@@ -98,7 +100,7 @@ class AccessLog:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message["headers"] = add_missing(message.get("headers", ()), header)
+                message["headers"] = add_missing(message.get("headers", ()), decided)
             await send(message)
 
         try:

@@ -18,9 +18,9 @@ from typing import IO, Any
 
 import click
 
-from app import auth, orders
+from app import auth, orders, pets
 from app.config import Settings, SettingsError
-from app.errors import DuplicateOrder, PetstoreError
+from app.errors import DuplicateOrder, DuplicatePet, PetstoreError
 from app.storage import ORDER_STATUSES, PLANS, ApiKey, Store, open_store
 
 DEMO_ORDERS: tuple[dict[str, Any], ...] = (
@@ -32,6 +32,7 @@ DEMO_ORDERS: tuple[dict[str, Any], ...] = (
     {"petId": 5, "quantity": 3, "status": "shipped", "shipDate": "2026-11-21T15:30:00Z"},
     {"petId": 6, "quantity": 1, "status": "cancelled"},
 )
+DEMO_PETS = ({"id": 1, "name": "Rex"}, {"id": 2, "name": "Tom"}, {"id": 3, "name": "Polly"})
 
 
 def say(message: str) -> None:
@@ -84,6 +85,7 @@ def init(demo: bool) -> None:
         say("Create another key with: petstore keys create --plan free --name NAME")
         return
     store.import_orders(orders.order_from_row(dict(row)) for row in DEMO_ORDERS)
+    store.import_pets(DEMO_PETS)
     secret, key = _create_key(store, plan="free", name="demo", per_minute=None, per_day=None)
     say(f"Added {len(DEMO_ORDERS)} demo orders and a demo Free key (id {key.id}).")
     say("The key is shown this once; keep it:")
@@ -391,6 +393,55 @@ def backup(path: str) -> None:
         partial.unlink(missing_ok=True)
         raise
     say(f"Backed up {_settings().database} to {path} ({store.count_orders():,} orders).")
+
+
+# pets -----------------------------------------------------------------------------------
+
+
+@main.group("pets")
+def pets_group() -> None:
+    """Import and list the pets the store knows."""
+
+
+@pets_group.command("import")
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.option("--format", "fmt", type=click.Choice(["json", "ndjson", "csv"]),
+              help="The file's format; by default from its extension.")
+@click.option("--upsert", is_flag=True, help="Replace pets whose id exists already.")
+def pets_import(file: IO[str], fmt: str | None, upsert: bool) -> None:
+    """Import pets from FILE (- for standard input): rows with id (optional) and name.
+
+    One bad row, or an id that exists already (without --upsert), aborts the import with
+    its line number, and nothing is written.
+    """
+    name = "stdin" if file.name == "<stdin>" else file.name
+    fmt = fmt or ("json" if name == "stdin" else _guess_format(name))
+    valid = []
+    for where, row in _rows(file, fmt, name):
+        try:
+            valid.append(pets.pet_from_row(row))
+        except orders.InvalidOrder as exc:
+            raise ImportFailed(f"{where}: {exc}") from None
+    try:
+        count = _store().import_pets(valid, upsert=upsert)
+    except DuplicatePet as exc:
+        raise ImportFailed(f"{name}: {exc.message} Nothing was imported; use --upsert "
+                           "to replace existing pets.") from None
+    say(f"Imported {count:,} pets.")
+
+
+@pets_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array on standard output.")
+def pets_list(as_json: bool) -> None:
+    """List every pet by id."""
+    rows = _store().list_pets()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        say("No pets.")
+    for row in rows:
+        click.echo(f"{row['id']:>8}  {row['name']}")
 
 
 # serve ----------------------------------------------------------------------------------

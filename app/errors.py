@@ -49,6 +49,18 @@ class DuplicateOrder(PetstoreError):
         self.order_id = order_id
 
 
+class PetNotFound(PetstoreError):
+    def __init__(self, pet_id: int) -> None:
+        super().__init__(f"No pet has the id {pet_id}.")
+        self.pet_id = pet_id
+
+
+class DuplicatePet(PetstoreError):
+    def __init__(self, pet_id: int) -> None:
+        super().__init__(f"A pet with the id {pet_id} exists already.")
+        self.pet_id = pet_id
+
+
 class StoreUnavailable(PetstoreError):
     """The database cannot answer now (locked past the busy timeout, read-only, full...)."""
 
@@ -167,6 +179,8 @@ def _http_exception(request: ConnexionRequest, exc: Exception) -> ConnexionRespo
 def _domain(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     if isinstance(exc, OrderNotFound):
         return error_response(404, "order_not_found", exc.message)
+    if isinstance(exc, PetNotFound):
+        return error_response(404, "pet_not_found", exc.message)
     if isinstance(exc, OrderAlreadyShipped):
         return error_response(409, "order_already_shipped", exc.message)
     if isinstance(exc, StoreUnavailable):

@@ -222,3 +222,18 @@ def test_backup_copies_a_live_database_and_refuses_to_overwrite(db: Path, tmp_pa
     again = run(db, "backup", str(target))
     assert again.exit_code == 1 and "exists already" in again.stderr
     assert not list(target.parent.glob("*.partial"))
+
+
+def test_pets_import_and_list(db: Path, tmp_path: Path) -> None:
+    path = tmp_path / "pets.csv"
+    path.write_text("id,name\n1,Rex\n2,Tom\n")
+    assert run(db, "pets", "import", str(path)).exit_code == 0
+    assert json.loads(run(db, "pets", "list", "--json").stdout) == [
+        {"id": 1, "name": "Rex"}, {"id": 2, "name": "Tom"}]
+    bad = run(db, "pets", "import", "-", input='[{"id": 3, "name": "Ok"}, {"name": ""}]')
+    assert bad.exit_code == 1 and "stdin item 2: name must be" in bad.stderr
+    again = run(db, "pets", "import", "-", input='[{"id": 1, "name": "Rex II"}]')
+    assert again.exit_code == 1 and "exists already" in again.stderr
+    assert run(db, "pets", "import", "--upsert", "-",
+               input='[{"id": 1, "name": "Rex II"}]').exit_code == 0
+    assert "Rex II" in run(db, "pets", "list").stdout

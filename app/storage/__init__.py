@@ -80,6 +80,21 @@ class Store(Protocol):
         """
         ...
 
+    def list_pets(self) -> list[dict[str, Any]]:
+        """Every pet, by id: {"id", "name"}."""
+        ...
+
+    def get_pet(self, pet_id: int) -> dict[str, Any] | None:
+        """The pet with this id, or None."""
+        ...
+
+    def import_pets(self, pets: Iterable[dict[str, Any]], upsert: bool = False) -> int:
+        """Insert (or with upsert, replace) pets in one transaction; all or nothing.
+
+        Raises DuplicatePet when an id exists already and upsert is false.
+        """
+        ...
+
     def create_key(
         self,
         *,

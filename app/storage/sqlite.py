@@ -18,7 +18,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import sqlite_utils
 
-from app.errors import DuplicateOrder, StoreUnavailable
+from app.errors import DuplicateOrder, DuplicatePet, StoreUnavailable
 from app.storage import ORDER_STATUSES, ApiKey, Transition
 
 P = ParamSpec("P")
@@ -101,9 +101,14 @@ def _add_bans_v2(db: sqlite_utils.Database) -> None:
     db["api_keys"].add_column("banned_until", str)  # type: ignore[union-attr]
 
 
+def _add_pets_v3(db: sqlite_utils.Database) -> None:
+    db["pets"].create({"id": int, "name": str}, pk="id", not_null={"name"})  # type: ignore[union-attr]
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _create_schema_v1,
     _add_bans_v2,
+    _add_pets_v3,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -290,6 +295,34 @@ class SQLiteStore:
                     if "UNIQUE" in str(exc) and order.get("id") is not None:
                         raise DuplicateOrder(order["id"]) from None
                     raise
+                count += 1
+        return count
+
+    # pets -------------------------------------------------------------------------------
+
+    @_translate_errors
+    def list_pets(self) -> list[dict[str, Any]]:
+        """Every pet, by id: {"id", "name"}."""
+        return list(self.db.query("SELECT id, name FROM pets ORDER BY id"))
+
+    @_translate_errors
+    def get_pet(self, pet_id: int) -> dict[str, Any] | None:
+        """The pet with this id, or None."""
+        rows = list(self.db.query("SELECT id, name FROM pets WHERE id = ?", (pet_id,)))
+        return rows[0] if rows else None
+
+    @_translate_errors
+    def import_pets(self, pets: Iterable[dict[str, Any]], upsert: bool = False) -> int:
+        """Insert (or with upsert, replace) pets in one transaction; all or nothing."""
+        verb = "INSERT OR REPLACE" if upsert else "INSERT"
+        count = 0
+        with self._write() as db:
+            for pet in pets:
+                try:
+                    db.execute(f"{verb} INTO pets (id, name) VALUES (?, ?)",
+                               (pet.get("id"), pet["name"]))
+                except sqlite3.IntegrityError:
+                    raise DuplicatePet(pet["id"]) from None
                 count += 1
         return count
 

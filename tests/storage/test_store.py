@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from app import auth
-from app.errors import DuplicateOrder, StoreUnavailable
+from app.errors import DuplicateOrder, DuplicatePet, StoreUnavailable
 from app.storage import Store
 from app.storage.sqlite import SCHEMA_VERSION, SQLiteStore
 
@@ -218,3 +218,12 @@ def test_count_by_status_names_every_status(store: Store) -> None:
     store.import_orders([{"id": 1, "status": "pending"}, {"id": 2, "status": "shipped"},
                          {"id": 3, "status": "shipped"}])
     assert store.count_by_status() == {"pending": 1, "shipped": 2, "cancelled": 0}
+
+
+def test_pets_are_stored_all_or_nothing(store: Store) -> None:
+    assert store.import_pets([{"id": 1, "name": "Rex"}, {"name": "Tom"}]) == 2
+    assert store.list_pets() == [{"id": 1, "name": "Rex"}, {"id": 2, "name": "Tom"}]
+    assert store.get_pet(2) == {"id": 2, "name": "Tom"} and store.get_pet(9) is None
+    with pytest.raises(DuplicatePet):
+        store.import_pets([{"id": 3, "name": "New"}, {"id": 1, "name": "Again"}])
+    assert [p["id"] for p in store.list_pets()] == [1, 2]

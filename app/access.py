@@ -70,6 +70,17 @@ def add_missing(headers: Any, extra: list[tuple[bytes, bytes]]) -> list[tuple[by
     return [*headers, *((name, value) for name, value in extra if name not in present)]
 
 
+def adding_headers(send: Send, headers: list[tuple[bytes, bytes]]) -> Send:
+    """send, adding to the response's start the headers it lacks."""
+
+    async def wrapped(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message["headers"] = add_missing(message.get("headers", ()), headers)
+        await send(message)
+
+    return wrapped
+
+
 class AccessLog:
     """Outermost middleware: the request id, and one access line per request."""
 
@@ -177,10 +188,4 @@ class DecidedHeaders:
         if scope["type"] != "http" or not headers:
             await self.app(scope, receive, send)
             return
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = add_missing(message.get("headers", ()), headers)
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
+        await self.app(scope, receive, adding_headers(send, headers))

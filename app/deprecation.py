@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Any
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import errors
-from app.access import ROUTING, add_missing, decide_header
+from app.access import ROUTING, adding_headers, decide_header
 
 
 @dataclass(frozen=True)
@@ -75,10 +75,4 @@ class Deprecations:
             return
         for name, value in headers:
             decide_header(scope, name, value)
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = add_missing(message.get("headers", ()), headers)
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
+        await self.app(scope, receive, adding_headers(send, headers))

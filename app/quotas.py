@@ -39,10 +39,10 @@ from limits.storage import MemoryStorage, storage_from_string
 from redis import asyncio as redis_asyncio
 from redis.exceptions import RedisError
 from starlette.concurrency import run_in_threadpool
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import errors, metrics
-from app.access import add_missing, decide_header
+from app.access import adding_headers, decide_header
 from app.auth import LOOKED_UP, Keyring
 from app.config import Settings, SettingsError
 from app.orders import format_time
@@ -558,15 +558,9 @@ class RateLimitMiddleware:
         headers = rate_limit_headers(verdict, now)
         for name, value in headers:
             decide_header(scope, name, value)
-
-        async def send_with_headers(message: Message) -> None:
-            # Error responses made by Connexion's handlers get the headers here; a handler's
-            # response may have them already from access.DecidedHeaders.
-            if message["type"] == "http.response.start":
-                message["headers"] = add_missing(message.get("headers", ()), headers)
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
+        # Error responses made by Connexion's handlers get the headers here; a handler's
+        # response may have them already from access.DecidedHeaders.
+        await self.app(scope, receive, adding_headers(send, headers))
 
     async def _refuse(
         self, send: Send, verdict: Verdict, key: ApiKey | None, token: str | None,

@@ -15,6 +15,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -85,32 +86,34 @@ class Process:
 @contextmanager
 def server(argv: list[str], env: dict[str, str], port: int, probe: str,
            headers: dict[str, str]) -> Iterator[Process]:
-    """Start a server command pinned to SERVER_CPU and wait until probe answers."""
-    process = subprocess.Popen(pinned(SERVER_CPU, argv), env={**os.environ, **env},
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"server exited: {process.stderr.read().decode()[-2000:]}"
-                                   if process.stderr else "server exited")
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                conn.request("GET", probe, headers=headers)
-                conn.getresponse().read()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-        yield Process(process.pid)
-    finally:
-        process.send_signal(signal.SIGTERM)
+    """Start a server command pinned to SERVER_CPU and wait until probe answers. Its log
+    goes to a temporary file: a pipe nobody reads would fill and stop the server."""
+    with tempfile.TemporaryFile(prefix="petstore-bench-") as log:
+        process = subprocess.Popen(pinned(SERVER_CPU, argv), env={**os.environ, **env},
+                                   stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
         try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            deadline = time.monotonic() + 30
+            while True:
+                if process.poll() is not None:
+                    log.seek(0)
+                    raise RuntimeError(f"server exited: {log.read().decode()[-2000:]}")
+                try:
+                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+                    conn.request("GET", probe, headers=headers)
+                    conn.getresponse().read()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+            yield Process(process.pid)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 @dataclass(frozen=True)

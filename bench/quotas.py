@@ -84,6 +84,9 @@ def main() -> None:
                         wrk(f"http://127.0.0.1:{port}{LIST}", headers, 1)  # warm up
                         load = wrk(f"http://127.0.0.1:{port}{LIST}", headers, args.seconds,
                                    process=process)
+                    if load.requests == 0:
+                        raise SystemExit(f"{name}: no request completed in {args.seconds} s;"
+                                         " the server is not answering")
                     results[name].append(load)
                     say(f"run {run}/{args.runs} {name}: {load.rps:.0f} req/s, "
                         f"{load.cpu_us:.0f} us CPU a request")

@@ -74,17 +74,9 @@ def _operations() -> dict[str, tuple[str, dict[str, object]]]:
         for path, item in spec["paths"].items():
             for operation in item.values():
                 if isinstance(operation, dict) and "operationId" in operation:
-                    resolved = resolver.resolve_operation_id(_Raw(operation))
+                    resolved = resolver.handler_for(operation)
                     operations[resolved] = (base + path, operation)
     return operations
-
-
-class _Raw:
-    """The shape TagResolver reads from a Connexion operation."""
-
-    def __init__(self, operation: dict[str, object]) -> None:
-        self._operation = operation
-        self.operation_id = operation["operationId"]
 
 
 def create_app(settings: Settings | None = None) -> FlaskApp:

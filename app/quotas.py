@@ -223,9 +223,6 @@ class LimitsCounter:
             return True
         return False
 
-    async def check(self) -> bool:
-        return bool(await _settle(self.storage.check()))
-
 
 # Both windows of one request in one round trip: the checks, the counting and the state
 # for the headers. The algorithms and formulas are limits' own (acquire_moving_window,
@@ -425,12 +422,6 @@ class Quotas:
             raise QuotaStorageDown()
         return await action(self.fallback)
 
-    async def check(self) -> bool:
-        """Whether the primary storage answers (for /readyz)."""
-        try:
-            return await self.primary.check()
-        except StorageError:
-            return False
 
 
 # headers --------------------------------------------------------------------------------

@@ -44,10 +44,14 @@ class TagResolver(Resolver):
         super().__init__()
         self.package = package
 
+    def handler_for(self, definition: dict[str, Any]) -> str:
+        """The dotted name of the handler of an operation, from its YAML definition."""
+        tags = definition.get("tags") or ["default"]
+        return f"{self.package}.{snake_case(tags[0])}.{snake_case(definition['operationId'])}"
+
     def resolve_operation_id(self, operation: Any) -> str:
         # Connexion keeps the operation's raw definition only in this attribute.
-        tags = operation._operation.get("tags") or ["default"]
-        return f"{self.package}.{snake_case(tags[0])}.{snake_case(operation.operation_id)}"
+        return self.handler_for(operation._operation)
 
 
 class SegmentConvertor(starlette.convertors.Convertor[str]):

@@ -27,14 +27,8 @@ OPERATIONS = [
 ]
 
 
-class _Operation:
-    def __init__(self, operation: dict) -> None:
-        self._operation = operation
-        self.operation_id = operation["operationId"]
-
-
 def _handler_name(operation: dict) -> str:
-    return TagResolver().resolve_operation_id(_Operation(operation))
+    return TagResolver().handler_for(operation)
 
 
 @pytest.mark.parametrize(("method", "path", "operation"), OPERATIONS,

@@ -148,5 +148,7 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
     app.add_middleware(
         RequestServices, position=MiddlewarePosition.BEFORE_SECURITY, services=services
     )
+    app.add_middleware(routing.RoutedOnly, position=MiddlewarePosition.BEFORE_SECURITY,
+                       base_paths=(BASE_PATH, ""))
 
     return app

@@ -24,8 +24,9 @@ from connexion.middleware.swagger_ui import SwaggerUIMiddleware
 from connexion.resolver import Resolver
 from connexion.uri_parsing import OpenAPIURIParser
 from connexion.validators import ParameterValidator as ConnexionParameterValidator
+from starlette.exceptions import HTTPException
 from starlette.routing import Mount, Router
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 CANONICAL_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)\Z")
 SNAKE_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -104,6 +105,27 @@ def _no_slash_redirects(router: Router) -> None:
             inner_router = getattr(inner, "router", inner)
             if isinstance(inner_router, Router):
                 _no_slash_redirects(inner_router)
+
+
+class RoutedOnly:
+    """Only requests Connexion routed to an operation of one of the APIs go on; any other
+    is 404 not_found. Connexion passes a request it could not route on to Flask, whose
+    router matches paths Starlette's does not: with a newline in the path, a Mount's
+    pattern matches short of it, the API's base path comes out wrong, and security,
+    validation and the operation's context are all skipped (the handler then failed, 500).
+    Added right after routing (MiddlewarePosition.BEFORE_SECURITY)."""
+
+    def __init__(self, app: ASGIApp, *, base_paths: tuple[str, ...]) -> None:
+        self.app = app
+        self.base_paths = base_paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            routed = (scope.get("extensions") or {}).get("connexion_routing") or {}
+            if (routed.get("operation_id") is None
+                    or routed.get("api_base_path") not in self.base_paths):
+                raise HTTPException(404)
+        await self.app(scope, receive, send)
 
 
 class StrictURIParser(OpenAPIURIParser):

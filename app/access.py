@@ -59,9 +59,10 @@ def request_id_of(scope: Scope) -> str | None:
     return str(value) if value is not None else None
 
 
-def decide_header(scope: Scope, name: bytes, value: bytes) -> None:
-    """Ask for a header on the response; DecidedHeaders writes it inside the validator."""
-    scope.setdefault(DECIDED_HEADERS, []).append((name, value))
+def decide_headers(scope: Scope, headers: list[tuple[bytes, bytes]]) -> None:
+    """Ask for headers on the response. AccessLog, the outermost middleware, writes them on
+    every response; DecidedHeaders writes them inside the response validator."""
+    scope.setdefault(DECIDED_HEADERS, []).extend(headers)
 
 
 def add_missing(headers: Any, extra: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
@@ -100,7 +101,7 @@ class AccessLog:
         # and adds its routing and security context to scope["extensions"]: create that
         # dict here so that the copy shares it and the access line can read them.
         scope.setdefault("extensions", {})
-        decide_header(scope, b"x-request-id", request_id.encode("ascii"))
+        decide_headers(scope, [(b"x-request-id", request_id.encode("ascii"))])
         # The list is shared with the scope copies further in, so headers decided there
         # (deprecation, rate limits) reach responses made by Connexion's error handlers.
         decided = scope[DECIDED_HEADERS]

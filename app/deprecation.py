@@ -15,7 +15,7 @@ from typing import Any
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import errors
-from app.access import ROUTING, adding_headers, decide_header
+from app.access import ROUTING, decide_headers
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,5 @@ class Deprecations:
                 headers,
             )
             return
-        for name, value in headers:
-            decide_header(scope, name, value)
-        await self.app(scope, receive, adding_headers(send, headers))
+        decide_headers(scope, headers)
+        await self.app(scope, receive, send)

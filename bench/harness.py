@@ -173,11 +173,6 @@ def median_load(loads: list[Load]) -> Load:
     )
 
 
-def best_load(loads: list[Load]) -> Load:
-    """The least disturbed run: the machine's other work only ever slows a run down."""
-    return max(loads, key=lambda x: x.rps)
-
-
 def table(rows: list[tuple[str, Load, str]]) -> str:
     """A fixed-width table: name, req/s, p50, p99, and a comparison."""
     lines = [f"{'scenario':<44} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'CPU us/req':>10}"

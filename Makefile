@@ -48,4 +48,5 @@ clean:
 
 ## bench: load benchmarks with wrk (installed from Debian's packages where missing)
 bench: $(STAMP)
+	$(BIN)/python -m bench.service
 	$(BIN)/python -m bench.quotas

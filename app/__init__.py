@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from connexion import FlaskApp
-from connexion.jsonifier import Jsonifier
 from connexion.middleware import MiddlewarePosition
 from connexion.middleware.server_error import ServerErrorMiddleware
 from connexion.options import SwaggerUIOptions
@@ -18,6 +16,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app import access, deprecation, errors, quotas, routing
 from app.auth import SCOPE_KEY, Keyring
 from app.config import Settings
+from app.encoding import Compression, OrjsonJsonifier
+from app.listing import ListCache
 from app.storage import Store, open_store
 
 __version__ = "1.0.0"
@@ -39,6 +39,7 @@ class Services:
     settings: Settings
     store: Store
     keyring: Keyring
+    lists: ListCache
     # Checks the quota storage for /readyz; None where its failure cannot make the
     # service unready (quotas off, or falling back to process memory: D16).
     quota_probe: Callable[[], bool] | None = None
@@ -87,6 +88,7 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
     store = open_store(settings)
     fails_closed = settings.ratelimit_enabled and settings.ratelimit_on_error == "closed"
     services = Services(settings, store, Keyring(store, settings.key_cache_seconds),
+                        ListCache(settings.list_cache_bytes),
                         quotas.storage_probe(settings) if fails_closed else None)
 
     middlewares = [
@@ -102,9 +104,8 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
         __name__,
         specification_dir=OPENAPI_DIR,
         middlewares=middlewares,
-        # Compact output through the C encoder; FlaskApp's default indents, which forces
-        # the pure-Python encoder.
-        jsonifier=Jsonifier(json, separators=(",", ":")),
+        # FlaskApp's default indents, which forces the pure-Python encoder.
+        jsonifier=OrjsonJsonifier(),
     )
     app.app.url_map.converters["int"] = routing.FlaskSegmentConverter
     app.app.extensions["petstore"] = services
@@ -125,9 +126,13 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
         swagger_ui_options=SwaggerUIOptions(serve_spec=False, swagger_ui=False),
     )
     errors.register_error_handlers(app)
+    routing.prepare_operations(app.app)
     operations = _operations()
     app.add_middleware(access.AccessLog, position=MiddlewarePosition.BEFORE_EXCEPTION,
                        templates={op: path for op, (path, _) in operations.items()})
+    if settings.gzip_level:
+        app.add_middleware(Compression, position=MiddlewarePosition.BEFORE_EXCEPTION,
+                           level=settings.gzip_level, max_bytes=settings.list_cache_bytes)
     if settings.ratelimit_enabled:
         app.add_middleware(
             quotas.RateLimitMiddleware,

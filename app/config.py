@@ -57,6 +57,13 @@ def _log_format(text: str) -> str:
     return text
 
 
+def _gzip_level(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 9:
+        raise ValueError("must be a whole number from 0 (off) to 9")
+    return value
+
+
 def _non_negative_float(text: str) -> float:
     value = float(text)
     if value < 0:
@@ -168,6 +175,19 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("BAN_SECONDS", "900", "How long a ban lasts, in seconds; 0 turns bans off.",
             _non_negative_int),
     Setting(
+        "LIST_CACHE_BYTES",
+        "67108864",
+        "Largest encoded order list a worker keeps between changes (bytes; 0 keeps none).",
+        _non_negative_int,
+    ),
+    Setting(
+        "GZIP_LEVEL",
+        "5",
+        "gzip level (1 fastest to 9 smallest) for responses of 1 kB or more to clients "
+        "that accept it; 0 turns compression off.",
+        _gzip_level,
+    ),
+    Setting(
         "VALIDATE_RESPONSES",
         "false",
         "Check every response against the OpenAPI document (slow; the tests turn it on).",
@@ -209,6 +229,8 @@ class Settings:
     ban_after: int = _default("BAN_AFTER")
     ban_window: int = _default("BAN_WINDOW")
     ban_seconds: int = _default("BAN_SECONDS")
+    list_cache_bytes: int = _default("LIST_CACHE_BYTES")
+    gzip_level: int = _default("GZIP_LEVEL")
     validate_responses: bool = _default("VALIDATE_RESPONSES")
 
     @classmethod

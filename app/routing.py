@@ -14,11 +14,16 @@ Connexion's defaults disagree with DESIGN.md D7 in three places, fixed here:
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
 from typing import Any
 
+import flask
 import starlette.convertors
 import werkzeug.routing
+from connexion.apps.flask import FlaskOperation
+from connexion.decorators import FlaskDecorator
 from connexion.middleware.routing import RoutingMiddleware
 from connexion.middleware.swagger_ui import SwaggerUIMiddleware
 from connexion.resolver import Resolver
@@ -189,3 +194,36 @@ def strict_middlewares() -> list[Any]:
     replacements = {RoutingMiddleware: StrictRoutingMiddleware,
                     SwaggerUIMiddleware: SpecificFirstSwaggerUIMiddleware}
     return [replacements.get(m, m) for m in ConnexionMiddleware.default_middlewares]
+
+
+class PreparedFlaskDecorator(FlaskDecorator):
+    """Connexion's decorator for Flask handlers with its chain built once: Connexion's
+    builds the parameter and response decorators (and inspects the handler's signature)
+    and a URI parser on every call. The URI parser needs the operation's context, so it is
+    made on the first call; it holds only the operation's parameter definitions."""
+
+    def __call__(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        decorated = self.decorate(function)
+        parser = None
+
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            nonlocal parser
+            if parser is None:
+                parser = self.uri_parser
+            return decorated(self.framework.get_request(uri_parser=parser))
+
+        return wrapper
+
+
+def prepare_operations(flask_app: flask.Flask) -> None:
+    """Swap each of Connexion's Flask view functions for one whose decorators are built
+    once (PreparedFlaskDecorator): same decorators, same order, a third less time per
+    request for the routing and parameter layers (see `make bench`)."""
+    for endpoint, view in list(flask_app.view_functions.items()):
+        if isinstance(view, FlaskOperation):
+            # FlaskOperation keeps the resolved handler as _fn (Connexion 3).
+            prepared = PreparedFlaskDecorator(
+                pythonic_params=view.pythonic_params, jsonifier=view.jsonifier
+            )(view._fn)
+            flask_app.view_functions[endpoint] = prepared

@@ -56,6 +56,15 @@ class Store(Protocol):
         """Every order (or those with one status), by id, in the API's field names."""
         ...
 
+    def revision(self) -> int:
+        """A number that every change to the orders raises, from any process or host."""
+        ...
+
+    def orders_json(self) -> tuple[int, bytes]:
+        """Every order as the JSON array list_orders would give, and the revision it is
+        of, read in one transaction."""
+        ...
+
     def count_orders(self) -> int:
         """How many orders the store holds, whatever their status."""
         ...

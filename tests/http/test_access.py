@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from typing import Any
@@ -60,8 +61,8 @@ def test_a_500_quotes_its_request_id_and_logs_it_with_the_traceback(
     app: Any, auth: dict[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     services = app.app.extensions["petstore"]
-    app.app.extensions["petstore"] = type(services)(
-        services.settings, ExplodingStore(services.store), services.keyring)
+    app.app.extensions["petstore"] = dataclasses.replace(
+        services, store=ExplodingStore(services.store))
     with app.test_client() as client, caplog.at_level(logging.INFO):
         response = client.get(LIST, headers={**auth, "X-Request-ID": "report-me"})
     body = assert_error(response, 500, "internal_error")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sqlite3
 from typing import Any
@@ -30,6 +31,9 @@ class ExplodingStore:
     def list_orders(self, status: str | None = None) -> list[dict[str, Any]]:
         raise RuntimeError("secret internals: SELECT * FROM orders")
 
+    def orders_json(self) -> tuple[int, bytes]:
+        raise RuntimeError("secret internals: SELECT * FROM orders")
+
     def cancel_order(self, *args: Any) -> Any:
         raise KeyError("boom")
 
@@ -38,9 +42,8 @@ def test_an_unexpected_error_in_a_handler_is_500_logged_not_shown(
     app: Any, auth: dict[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     services = app.app.extensions["petstore"]
-    app.app.extensions["petstore"] = type(services)(
-        services.settings, ExplodingStore(services.store), services.keyring
-    )
+    app.app.extensions["petstore"] = dataclasses.replace(
+        services, store=ExplodingStore(services.store))
     with app.test_client() as client, caplog.at_level(logging.ERROR):
         body = assert_error(client.get(LIST, headers=auth), 500, "internal_error")
         assert "secret" not in body["message"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from app import create_app
@@ -41,8 +42,8 @@ def test_ready_reports_its_checks(client: Any) -> None:
 
 def test_a_database_that_does_not_answer_is_503_naming_it(app: Any) -> None:
     services = app.app.extensions["petstore"]
-    app.app.extensions["petstore"] = type(services)(
-        services.settings, FailingStore(), services.keyring, None)
+    app.app.extensions["petstore"] = dataclasses.replace(
+        services, store=FailingStore(), quota_probe=None)
     with app.test_client() as client:
         response = client.get("/readyz")
     body = assert_error(response, 503, "service_unavailable")

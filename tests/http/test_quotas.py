@@ -3,6 +3,7 @@ per-address counting, bans, and changes to keys reaching a running app."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -80,9 +81,8 @@ def test_a_500_carries_the_rate_limit_headers(quota_settings: Settings, store: S
                                               small: str) -> None:
     app = create_app(quota_settings)
     services = app.app.extensions["petstore"]
-    app.app.extensions["petstore"] = type(services)(
-        services.settings, ExplodingStore(services.store), services.keyring
-    )
+    app.app.extensions["petstore"] = dataclasses.replace(
+        services, store=ExplodingStore(services.store))
     with app.test_client() as client:
         response = client.get(LIST, headers={"Authorization": f"Bearer {small}"})
     assert_error(response, 500, "internal_error")

@@ -227,3 +227,41 @@ def test_pets_are_stored_all_or_nothing(store: Store) -> None:
     with pytest.raises(DuplicatePet):
         store.import_pets([{"id": 3, "name": "New"}, {"id": 1, "name": "Again"}])
     assert [p["id"] for p in store.list_pets()] == [1, 2]
+
+
+def test_every_kind_of_change_to_the_orders_raises_the_revision(store: Store) -> None:
+    seen = [store.revision()]
+
+    def changed() -> None:
+        now = store.revision()
+        assert now > seen[-1]
+        seen.append(now)
+
+    store.import_orders([{"id": 1}, {"id": 2}, {"id": 3}])
+    changed()
+    store.cancel_order(1, None, NOW)
+    changed()
+    store.ship_order(2, NOW)
+    changed()
+    store.import_orders([{"id": 3, "quantity": 5}], upsert=True)
+    changed()
+    store.cancel_order(2, None, NOW)  # refused: shipped
+    assert store.revision() == seen[-1], "a refused change leaves the revision alone"
+    _key(store)
+    assert store.revision() == seen[-1], "keys are not orders"
+
+
+def test_orders_json_is_the_list_encoded_with_its_revision(store: Store) -> None:
+    import json
+
+    assert store.orders_json() == (store.revision(), b"[]")
+    store.import_orders([
+        {"id": 7, "petId": 3, "quantity": 2, "shipDate": '2026-01-01T00:00:00Z'},
+        {"id": 2}, {"id": 40, "status": "shipped", "complete": True},
+    ])
+    store.cancel_order(2, None, NOW)
+    revision, body = store.orders_json()
+    assert revision == store.revision()
+    assert json.loads(body) == store.list_orders()
+    assert [list(o) for o in json.loads(body)] == [list(o) for o in store.list_orders()], (
+        "same fields in the same order")

@@ -1,0 +1,140 @@
+"""The order list's cache, ETag and compression, every response validated against the YAML."""
+
+from __future__ import annotations
+
+import gzip
+import sqlite3
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from app import __version__, encoding
+from app.config import Settings
+from app.storage import Store
+
+LIST = "/v1/store/orders"
+
+
+def ids_and_statuses(response: Any) -> dict[int, str]:
+    return {o["id"]: o["status"] for o in response.json()}
+
+
+def test_the_list_has_a_weak_etag_and_a_matching_if_none_match_is_304_with_no_body(
+    client: Any, auth: dict[str, str]
+) -> None:
+    first = client.get(LIST, headers=auth)
+    tag = first.headers["etag"]
+    assert tag.startswith(f'W/"{__version__}-') and tag.endswith('"')
+    for sent in (tag, tag.removeprefix("W/"), f'"other", {tag}', "*"):
+        again = client.get(LIST, headers={**auth, "If-None-Match": sent})
+        assert again.status_code == 304, sent
+        assert again.content == b""
+        assert again.headers["etag"] == tag
+        assert "content-type" not in again.headers
+        assert again.headers["x-ratelimit-remaining"]
+    changed = client.get(LIST, headers={**auth, "If-None-Match": 'W/"1.0.0-0", "other"'})
+    assert changed.status_code == 200 and changed.json() == first.json()
+
+
+def test_a_cancel_changes_the_etag_and_the_list_at_once(
+    client: Any, auth: dict[str, str]
+) -> None:
+    before = client.get(LIST, headers=auth)
+    assert client.delete(f"{LIST}/1", headers=auth).status_code == 204
+    stale = client.get(LIST, headers={**auth, "If-None-Match": before.headers["etag"]})
+    assert stale.status_code == 200
+    assert stale.headers["etag"] != before.headers["etag"]
+    assert ids_and_statuses(stale)[1] == "cancelled"
+
+
+def test_a_write_from_another_process_is_seen_by_the_next_list(
+    client: Any, auth: dict[str, str], settings: Settings
+) -> None:
+    """The CLI in a process of its own, and a hand edit with the sqlite3 module: the
+    cached list is never served after either."""
+    cached = client.get(LIST, headers=auth)
+    assert ids_and_statuses(cached)[1] == "pending"
+    subprocess.run([sys.executable, "-m", "app.cli", "orders", "ship", "1"], check=True,
+                   env={"PETSTORE_DATABASE": settings.database, "PATH": ""},
+                   capture_output=True)
+    shipped = client.get(LIST, headers={**auth, "If-None-Match": cached.headers["etag"]})
+    assert shipped.status_code == 200
+    assert ids_and_statuses(shipped)[1] == "shipped"
+
+    with sqlite3.connect(settings.database) as db:
+        db.execute("UPDATE orders SET quantity = 9 WHERE id = 4")
+    edited = client.get(LIST, headers=auth)
+    assert edited.headers["etag"] != shipped.headers["etag"]
+    assert next(o for o in edited.json() if o["id"] == 4)["quantity"] == 9
+
+
+def test_the_list_is_read_once_per_change(
+    client: Any, auth: dict[str, str], store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store_type = type(store)
+    reads = []
+    original = store_type.orders_json
+
+    def counted(self: Store) -> Any:
+        reads.append(1)
+        return original(self)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store_type, "orders_json", counted)
+    for _ in range(3):
+        client.get(LIST, headers=auth)
+    assert len(reads) == 1
+    client.delete(f"{LIST}/1", headers=auth)
+    client.get(LIST, headers=auth)
+    client.get(LIST, headers=auth)
+    assert len(reads) == 2
+
+
+@pytest.fixture
+def many_orders(store: Store) -> None:
+    store.import_orders({"id": i, "petId": i, "quantity": 1} for i in range(10, 200))
+
+
+def test_a_large_list_is_gzipped_for_clients_that_accept_it_and_compressed_once(
+    client: Any, auth: dict[str, str], many_orders: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = client.get(LIST, headers={**auth, "Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers
+    assert len(plain.content) > encoding.MINIMUM_SIZE
+
+    compressions = []
+    original = gzip.compress
+
+    def counted(data: bytes, *args: Any, **kwargs: Any) -> bytes:
+        compressions.append(len(data))
+        return original(data, *args, **kwargs)
+
+    monkeypatch.setattr(encoding.gzip, "compress", counted)
+    for _ in range(3):
+        zipped = client.get(LIST, headers={**auth, "Accept-Encoding": "gzip, br"})
+        assert zipped.headers["content-encoding"] == "gzip"
+        assert "Accept-Encoding" in zipped.headers["vary"]
+        assert zipped.headers["etag"] == plain.headers["etag"]
+        assert int(zipped.headers.get("content-length", 0)) < len(plain.content)
+        assert zipped.json() == plain.json()  # the client decompresses
+    assert compressions == [len(plain.content)], "compressed once, then kept"
+
+
+def test_small_responses_and_errors_are_not_compressed(
+    client: Any, auth: dict[str, str]
+) -> None:
+    small = client.get(LIST, headers={**auth, "Accept-Encoding": "gzip"})
+    assert small.status_code == 200 and "content-encoding" not in small.headers
+    error = client.get(f"{LIST}/x", headers={"Accept-Encoding": "gzip"})
+    assert "content-encoding" not in error.headers
+
+
+def test_gzip_level_0_turns_compression_off(
+    settings: Settings, store: Store, many_orders: None, auth: dict[str, str]
+) -> None:
+    from app import create_app
+
+    with create_app(settings.replace(gzip_level=0)).test_client() as client:
+        response = client.get(LIST, headers={**auth, "Accept-Encoding": "gzip"})
+    assert response.status_code == 200 and "content-encoding" not in response.headers

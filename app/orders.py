@@ -31,11 +31,6 @@ def format_time(moment: dt.datetime) -> str:
     return moment.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def list_all(store: Store) -> list[dict[str, Any]]:
-    """Every order placed in the store, in one list (the specification's listOrders)."""
-    return store.list_orders()
-
-
 def cancel(store: Store, order_id: int, key_id: int | None) -> None:
     """Cancel a pending order; an already-cancelled one is left as it is.
 

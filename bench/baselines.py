@@ -7,19 +7,19 @@ among the stored digests):
 - asgi_app: a raw ASGI callable returning pre-encoded bytes under the same uvicorn worker
   as the service: the ceiling for Python here.
 
-Both read the orders and key digests once, from the SQLite file in PETSTORE_DATABASE.
+Both read the orders once, and each key once, from the SQLite file in PETSTORE_DATABASE.
 """
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import json
 import os
-import sqlite3
 from typing import Any
 
 from flask import Flask, Response, request
 
+from app.auth import digest
 from app.config import Settings
 from app.storage import open_store
 
@@ -28,21 +28,19 @@ UNAUTHORIZED = json.dumps({"code": "invalid_api_key", "message": "Unknown key.",
                            "status": 401}).encode()
 
 
-def _load() -> tuple[list[dict[str, Any]], set[str]]:
-    path = os.environ["PETSTORE_DATABASE"]
-    orders = open_store(Settings(database=path)).list_orders()
-    with sqlite3.connect(path) as db:
-        digests = {row[0] for row in db.execute("SELECT digest FROM api_keys")}
-    return orders, digests
+STORE = open_store(Settings(database=os.environ["PETSTORE_DATABASE"]))
+ORDERS = STORE.list_orders()
 
 
-ORDERS, DIGESTS = _load()
+@functools.lru_cache(maxsize=1024)
+def _known(key_digest: str) -> bool:
+    """Whether a digest is a stored key's; each looked up once, then from memory."""
+    return STORE.find_key(key_digest) is not None
 
 
 def _valid(authorization: str | None) -> bool:
     scheme, _, token = (authorization or "").partition(" ")
-    return (scheme.lower() == "bearer"
-            and hashlib.sha256(token.strip().encode()).hexdigest() in DIGESTS)
+    return scheme.lower() == "bearer" and _known(digest(token.strip()))
 
 
 flask_app = Flask(__name__)

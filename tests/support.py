@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import os
 import signal
@@ -9,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -131,3 +132,9 @@ def serving(folder: Path, *serve_args: str, **settings: str) -> Iterator[Server]
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def wrap_store(app: Any, wrapper: Callable[[Store], Any]) -> None:
+    """Make a built app's handlers and middleware use wrapper(its store): a failing one."""
+    services = app.app.extensions["petstore"]
+    app.app.extensions["petstore"] = dataclasses.replace(services, store=wrapper(services.store))

@@ -15,8 +15,8 @@ def services() -> Services:
     return flask.current_app.extensions["petstore"]
 
 
-def no_content() -> flask.Response:
-    """A 204 with neither body nor Content-Type (Flask would label it text/html)."""
-    response = flask.Response(status=204)
+def no_content(status: int = 204, headers: dict[str, str] | None = None) -> flask.Response:
+    """A 204 (or 304) with neither body nor Content-Type (Flask would label it text/html)."""
+    response = flask.Response(status=status, headers=headers)
     del response.headers["Content-Type"]
     return response

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 from typing import Any
@@ -14,7 +13,7 @@ from app.access import configure_logging
 from app.config import Settings
 from app.storage import Store
 from tests.http.test_failures import ExplodingStore
-from tests.support import assert_error, make_key
+from tests.support import assert_error, make_key, wrap_store
 
 LIST = "/v1/store/orders"
 
@@ -60,9 +59,7 @@ def test_a_429_from_the_quota_middleware_carries_the_request_id(
 def test_a_500_quotes_its_request_id_and_logs_it_with_the_traceback(
     app: Any, auth: dict[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    services = app.app.extensions["petstore"]
-    app.app.extensions["petstore"] = dataclasses.replace(
-        services, store=ExplodingStore(services.store))
+    wrap_store(app, ExplodingStore)
     with app.test_client() as client, caplog.at_level(logging.INFO):
         response = client.get(LIST, headers={**auth, "X-Request-ID": "report-me"})
     body = assert_error(response, 500, "internal_error")

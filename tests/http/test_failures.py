@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sqlite3
 from typing import Any
@@ -14,7 +13,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app import create_app
 from app.config import Settings
 from app.storage import Store
-from tests.support import assert_error, make_key
+from tests.support import assert_error, make_key, wrap_store
 
 LIST = "/v1/store/orders"
 
@@ -41,9 +40,7 @@ class ExplodingStore:
 def test_an_unexpected_error_in_a_handler_is_500_logged_not_shown(
     app: Any, auth: dict[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    services = app.app.extensions["petstore"]
-    app.app.extensions["petstore"] = dataclasses.replace(
-        services, store=ExplodingStore(services.store))
+    wrap_store(app, ExplodingStore)
     with app.test_client() as client, caplog.at_level(logging.ERROR):
         body = assert_error(client.get(LIST, headers=auth), 500, "internal_error")
         assert "secret" not in body["message"]

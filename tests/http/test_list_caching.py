@@ -13,6 +13,7 @@ import pytest
 from app import __version__, encoding
 from app.config import Settings
 from app.storage import Store
+from tests.support import assert_error
 
 LIST = "/v1/store/orders"
 
@@ -36,6 +37,14 @@ def test_the_list_has_a_weak_etag_and_a_matching_if_none_match_is_304_with_no_bo
         assert again.headers["x-ratelimit-remaining"]
     changed = client.get(LIST, headers={**auth, "If-None-Match": 'W/"1.0.0-0", "other"'})
     assert changed.status_code == 200 and changed.json() == first.json()
+
+
+def test_an_if_none_match_longer_than_the_contract_allows_is_400(
+    client: Any, auth: dict[str, str]
+) -> None:
+    response = client.get(LIST, headers={**auth, "If-None-Match": '"' + "x" * 8200 + '"'})
+    assert_error(response, 400, "invalid_request")
+    assert response.headers["x-ratelimit-limit"]
 
 
 def test_a_cancel_changes_the_etag_and_the_list_at_once(
@@ -116,7 +125,8 @@ def test_a_large_list_is_gzipped_for_clients_that_accept_it_and_compressed_once(
         assert zipped.headers["content-encoding"] == "gzip"
         assert "Accept-Encoding" in zipped.headers["vary"]
         assert zipped.headers["etag"] == plain.headers["etag"]
-        assert int(zipped.headers.get("content-length", 0)) < len(plain.content)
+        assert int(zipped.headers["content-length"]) == zipped.num_bytes_downloaded
+        assert zipped.num_bytes_downloaded < len(plain.content)
         assert zipped.json() == plain.json()  # the client decompresses
     assert compressions == [len(plain.content)], "compressed once, then kept"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from app import create_app
@@ -10,7 +9,7 @@ from app.config import Settings
 from app.errors import StoreUnavailable
 from app.storage import Store
 from tests.conftest import PrivateRedis
-from tests.support import assert_error
+from tests.support import assert_error, wrap_store
 
 
 class FailingStore:
@@ -41,9 +40,7 @@ def test_ready_reports_its_checks(client: Any) -> None:
 
 
 def test_a_database_that_does_not_answer_is_503_naming_it(app: Any) -> None:
-    services = app.app.extensions["petstore"]
-    app.app.extensions["petstore"] = dataclasses.replace(
-        services, store=FailingStore(), quota_probe=None)
+    wrap_store(app, lambda _: FailingStore())
     with app.test_client() as client:
         response = client.get("/readyz")
     body = assert_error(response, 503, "service_unavailable")

@@ -3,7 +3,6 @@ per-address counting, bans, and changes to keys reaching a running app."""
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +15,7 @@ from app.config import Settings
 from app.errors import StoreUnavailable
 from app.storage import Store
 from tests.http.test_failures import ExplodingStore
-from tests.support import assert_error, make_key
+from tests.support import assert_error, make_key, wrap_store
 
 LIST = "/v1/store/orders"
 RATE_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset",
@@ -80,9 +79,7 @@ def test_every_status_carries_the_rate_limit_headers_counting_down(
 def test_a_500_carries_the_rate_limit_headers(quota_settings: Settings, store: Store,
                                               small: str) -> None:
     app = create_app(quota_settings)
-    services = app.app.extensions["petstore"]
-    app.app.extensions["petstore"] = dataclasses.replace(
-        services, store=ExplodingStore(services.store))
+    wrap_store(app, ExplodingStore)
     with app.test_client() as client:
         response = client.get(LIST, headers={"Authorization": f"Bearer {small}"})
     assert_error(response, 500, "internal_error")

@@ -14,7 +14,8 @@ from connexion.options import SwaggerUIOptions
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import access, deprecation, errors, quotas, routing
-from app.auth import SCOPE_KEY, Keyring
+from app.auth import SCOPE_KEY, SECURITY_MAP, Keyring
+from app.bridge import WSGIBridge
 from app.config import Settings
 from app.encoding import Compression, OrjsonJsonifier
 from app.listing import ListCache
@@ -108,11 +109,14 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
         jsonifier=OrjsonJsonifier(),
     )
     app.app.url_map.converters["int"] = routing.FlaskSegmentConverter
+    # One trip to a handler thread per response, in place of a2wsgi's several (bridge.py).
+    app._middleware_app.asgi_app = WSGIBridge(app.app.wsgi_app)
     app.app.extensions["petstore"] = services
     app.add_api(
         API_SPEC,
         resolver=routing.TagResolver(),
         uri_parser_class=routing.StrictURIParser,
+        security_map=SECURITY_MAP,
         validator_map=routing.VALIDATOR_MAP,
         validate_responses=settings.validate_responses,
         strict_validation=False,  # D6: unknown query parameters are ignored in v1
@@ -126,7 +130,7 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
         swagger_ui_options=SwaggerUIOptions(serve_spec=False, swagger_ui=False),
     )
     errors.register_error_handlers(app)
-    routing.prepare_operations(app.app)
+    routing.prepare_operations(app)
     operations = _operations()
     app.add_middleware(access.AccessLog, position=MiddlewarePosition.BEFORE_EXCEPTION,
                        templates={op: path for op, (path, _) in operations.items()})

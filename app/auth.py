@@ -6,13 +6,16 @@ visible prefix, and a key is looked up by its full digest, never by prefix (D12)
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from cachetools import TTLCache
+from connexion.security import AbstractSecurityHandler, BearerSecurityHandler
 
 from app.storage import ApiKey, Store
 
@@ -99,3 +102,17 @@ def bearer_info(token: str, request: Any) -> dict[str, Any] | None:
     if key is None:
         return None
     return {"sub": key.id, "key_id": key.id, "plan": key.plan}
+
+
+class BearerSecurity(BearerSecurityHandler):
+    """Connexion's bearer check, unchanged but for one thing: it asks whether the info
+    function takes `required_scopes` and `request` by reading its signature, twice per
+    request; the answer is read once here."""
+
+    @staticmethod
+    @functools.cache
+    def _accepts_kwarg(func: Callable[..., Any], keyword: str) -> bool:
+        return AbstractSecurityHandler._accepts_kwarg(func, keyword)
+
+
+SECURITY_MAP = {"bearer": BearerSecurity}

@@ -1,0 +1,133 @@
+"""The hop from the event loop to the Flask app: one trip to a thread per response.
+
+Connexion 3 runs Flask behind a2wsgi's WSGIMiddleware, which hands every message of a
+response (its start, each chunk, its end) from the handler's thread to the event loop and
+waits for the loop to take it: three round trips between threads for the smallest response,
+which cost more CPU than Flask itself (see `make bench`). WSGIBridge keeps a2wsgi's environ
+and request body (a2wsgi.wsgi.build_environ and Body, read from the thread on demand) and
+changes only how the response comes back:
+
+- The app runs in the thread pool until its response is complete or holds STREAM_AFTER
+  bytes; that much comes back in one trip.
+- The rest of a longer response is pulled one chunk per trip, and each chunk is sent from
+  the event loop. A thread is held only while a chunk is being made, never while a slow
+  client reads: ten clients downloading a huge list leave the pool free for other requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from a2wsgi.wsgi import Body, build_environ
+from starlette.types import Receive, Scope, Send
+
+WORKERS = 10  # handler threads per worker process, as a2wsgi's default
+STREAM_AFTER = 1 << 20  # bytes of body gathered in the thread before streaming the rest
+
+_DONE = object()
+
+
+class Reply:
+    """What one trip to the thread brings back: the status and headers, the body gathered
+    so far, and the iterator still to pull (None once the body is complete)."""
+
+    __slots__ = ("chunks", "close", "headers", "rest", "status")
+
+    def __init__(self) -> None:
+        self.status = 500
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.chunks: list[bytes] = []
+        self.rest: Iterator[bytes] | None = None
+        self.close: Any = None
+
+
+def _next_chunk(rest: Iterator[bytes]) -> Any:
+    return next(rest, _DONE)
+
+
+class WSGIBridge:
+    """An ASGI app running a WSGI app in a thread pool (in place of a2wsgi's)."""
+
+    def __init__(self, app: Any, workers: int = WORKERS) -> None:
+        self.app = app
+        self.executor = ThreadPoolExecutor(thread_name_prefix="WSGI", max_workers=workers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            await send({"type": "websocket.close", "code": 1000})
+            return
+        loop = asyncio.get_running_loop()
+        environ = build_environ(scope, Body(loop, receive))  # type: ignore[arg-type]
+        context = contextvars.copy_context()
+        reply: Reply = await loop.run_in_executor(
+            self.executor, functools.partial(context.run, self._respond, environ))
+        try:
+            await send({"type": "http.response.start", "status": reply.status,
+                        "headers": reply.headers})
+            if reply.rest is None:
+                await send({"type": "http.response.body", "body": b"".join(reply.chunks)})
+                return
+            for chunk in reply.chunks:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            while True:
+                chunk = await loop.run_in_executor(
+                    self.executor, functools.partial(context.run, _next_chunk, reply.rest))
+                if chunk is _DONE:
+                    break
+                if chunk:
+                    await send({"type": "http.response.body", "body": chunk,
+                                "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+        finally:
+            if reply.close is not None:
+                await loop.run_in_executor(self.executor, context.run, reply.close)
+
+    def _respond(self, environ: dict[str, Any]) -> Reply:
+        """In a handler thread: run the app and gather its response up to STREAM_AFTER."""
+        reply = Reply()
+
+        def start_response(status: str, headers: list[tuple[str, str]],
+                           exc_info: Any = None) -> Any:
+            if exc_info is not None and reply.headers:
+                raise exc_info[1].with_traceback(exc_info[2])
+            reply.status = int(status.split(" ", 1)[0])
+            reply.headers = [(name.strip().lower().encode("latin-1"),
+                              value.strip().encode("latin-1")) for name, value in headers]
+            return reply.chunks.append
+
+        iterable: Iterable[bytes] = self.app(environ, start_response)
+        reply.close = getattr(iterable, "close", None)
+        try:
+            chunks = iter(iterable)
+            gathered = sum(len(chunk) for chunk in reply.chunks)
+            for chunk in chunks:
+                reply.chunks.append(chunk)
+                gathered += len(chunk)
+                if gathered >= STREAM_AFTER:
+                    reply.rest = chunks
+                    break
+        except BaseException:
+            if reply.close is not None:
+                reply.close()
+            raise
+        if reply.rest is None and reply.close is not None:
+            reply.close()
+            reply.close = None
+        return reply
+
+    @staticmethod
+    async def _lifespan(receive: Receive, send: Send) -> None:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+            message = await receive()
+        if message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})

@@ -65,7 +65,7 @@ class WSGIBridge:
             await send({"type": "websocket.close", "code": 1000})
             return
         loop = asyncio.get_running_loop()
-        environ = build_environ(scope, Body(loop, receive))  # type: ignore[arg-type]
+        environ: dict[str, Any] = build_environ(scope, Body(loop, receive))  # type: ignore[arg-type, assignment]
         context = contextvars.copy_context()
         reply: Reply = await loop.run_in_executor(
             self.executor, functools.partial(context.run, self._respond, environ))

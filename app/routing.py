@@ -232,7 +232,7 @@ def prepare_operations(app: FlaskApp) -> None:
         _prepare_views(middleware_app.app)
         return api
 
-    middleware_app.add_api = register_prepared  # type: ignore[method-assign]
+    middleware_app.add_api = register_prepared
 
 
 def _prepare_views(flask_app: flask.Flask) -> None:

@@ -16,7 +16,7 @@ import time
 import uuid
 from typing import Any
 
-from pythonjsonlogger.json import JsonFormatter
+from pythonjsonlogger.orjson import OrjsonFormatter
 from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
@@ -39,7 +39,7 @@ def configure_logging(settings: Settings) -> None:
     """One handler on the root logger: JSON lines, or text with PETSTORE_LOG_FORMAT=text."""
     handler = logging.StreamHandler(sys.stderr)
     if settings.log_format == "json":
-        handler.setFormatter(JsonFormatter(
+        handler.setFormatter(OrjsonFormatter(
             "{asctime}{levelname}{name}{message}", style="{",
             rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
         ))

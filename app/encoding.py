@@ -43,13 +43,14 @@ class Compression:
                                                          getsizeof=len)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.gzip(scope, receive, send)
+        if scope["type"] == "http" and any(
+                name == b"accept-encoding" and b"gzip" in value.lower()
+                for name, value in scope["headers"]):
+            await self.gzip(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
 
     async def _cached(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or "gzip" not in Headers(scope=scope).get(
-                "accept-encoding", ""):
-            await self.app(scope, receive, send)
-            return
         start: Message = {}
         tagged: str | None = None
         chunks: list[bytes] = []

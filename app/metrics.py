@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -29,6 +30,20 @@ REFUSED = Counter("petstore_quota_refusals", "Requests refused with 429, by reas
 BANS = Counter("petstore_bans", "API keys banned for repeated requests after 429s.")
 QUOTA_STORAGE_ERRORS = Counter("petstore_quota_storage_errors",
                                "Failed calls to the quota storage (Redis).")
+
+# (method, path template, status) -> the labelled counter and histogram. Requests take a
+# handful of distinct label sets; prometheus-client's labels() checks and locks each time.
+_CHILDREN: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+
+
+def observe_request(method: str, template: str, status: int, seconds: float) -> None:
+    """Count one answered request and its duration."""
+    children = _CHILDREN.get((method, template, status))
+    if children is None:
+        children = _CHILDREN[(method, template, status)] = (
+            REQUESTS.labels(method, template, str(status)), LATENCY.labels(method, template))
+    children[0].inc()
+    children[1].observe(seconds)
 
 
 class OrdersByStatus(Collector):

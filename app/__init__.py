@@ -16,12 +16,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app import access, deprecation, errors, quotas, routing
 from app.auth import SCOPE_KEY, SECURITY_MAP, Keyring
 from app.bridge import WSGIBridge
+from app.conditional import Revalidation
 from app.config import Settings
 from app.encoding import Compression, OrjsonJsonifier
 from app.listing import ListCache
 from app.storage import Store, open_store
-
-__version__ = "1.0.0"
+from app.version import __version__ as __version__
 
 OPENAPI_DIR = Path(__file__).resolve().parent.parent / "openapi"
 API_SPEC = "petstore-v1.yaml"
@@ -154,6 +154,8 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
     )
     if settings.validate_responses:
         app.add_middleware(access.DecidedHeaders, position=MiddlewarePosition.BEFORE_CONTEXT)
+    # Inside DecidedHeaders, so that its 304s carry the decided headers when validated.
+    app.add_middleware(Revalidation, position=MiddlewarePosition.BEFORE_CONTEXT, store=store)
     app.add_middleware(
         RequestServices, position=MiddlewarePosition.BEFORE_SECURITY, services=services
     )

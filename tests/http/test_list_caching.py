@@ -39,6 +39,22 @@ def test_the_list_has_a_weak_etag_and_a_matching_if_none_match_is_304_with_no_bo
     assert changed.status_code == 200 and changed.json() == first.json()
 
 
+def test_a_304_needs_a_valid_key_and_counts_against_the_quota(
+    client: Any, auth: dict[str, str]
+) -> None:
+    """The 304 is answered after security and quotas: no key is 401 whatever the tag,
+    and each 304 spends one request of the minute."""
+    tag = client.get(LIST, headers=auth).headers["etag"]
+    for headers in ({}, {"Authorization": "Bearer psk_" + "x" * 43}):
+        refused = client.get(LIST, headers={**headers, "If-None-Match": tag})
+        assert refused.status_code == 401 and refused.json()["status"] == 401
+    first = client.get(LIST, headers={**auth, "If-None-Match": tag})
+    second = client.get(LIST, headers={**auth, "If-None-Match": tag})
+    assert first.status_code == second.status_code == 304
+    assert (int(second.headers["x-ratelimit-remaining"])
+            == int(first.headers["x-ratelimit-remaining"]) - 1)
+
+
 def test_an_if_none_match_longer_than_the_contract_allows_is_400(
     client: Any, auth: dict[str, str]
 ) -> None:

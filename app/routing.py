@@ -26,6 +26,7 @@ import werkzeug.routing
 from connexion import FlaskApp
 from connexion.apps.flask import FlaskOperation
 from connexion.decorators import FlaskDecorator
+from connexion.decorators.parameter import SyncParameterDecorator
 from connexion.middleware.routing import RoutingMiddleware
 from connexion.middleware.swagger_ui import SwaggerUIMiddleware
 from connexion.resolver import Resolver
@@ -243,11 +244,24 @@ def strict_middlewares() -> list[Any]:
     return [replacements.get(m, m) for m in ConnexionMiddleware.default_middlewares]
 
 
+class CachedNamesParameterDecorator(SyncParameterDecorator):
+    """Connexion's parameter decorator, with the Python name of each parameter name
+    (a few regular expressions) worked out once rather than on every request."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sanitize_fn = functools.lru_cache(maxsize=256)(self.sanitize_fn)  # type: ignore[has-type]
+
+
 class PreparedFlaskDecorator(FlaskDecorator):
     """Connexion's decorator for Flask handlers with its chain built once: Connexion's
     builds the parameter and response decorators (and inspects the handler's signature)
     and a URI parser on every call. The URI parser needs the operation's context, so it is
     made on the first call; it holds only the operation's parameter definitions."""
+
+    @property
+    def _parameter_decorator_cls(self) -> type[SyncParameterDecorator]:
+        return CachedNamesParameterDecorator
 
     def __call__(self, function: Callable[..., Any]) -> Callable[..., Any]:
         decorated = self.decorate(function)

@@ -50,6 +50,14 @@ def _next_chunk(rest: Iterator[bytes]) -> Any:
     return next(rest, _DONE)
 
 
+async def _watch_disconnect(receive: Receive, gone: asyncio.Event) -> None:
+    """Set gone when the client disconnects. Started once the app has returned, so that it
+    never takes a message of the request's body from the app."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    gone.set()
+
+
 class WSGIBridge:
     """An ASGI app running a WSGI app in a thread pool (in place of a2wsgi's)."""
 
@@ -75,17 +83,24 @@ class WSGIBridge:
             if reply.rest is None:
                 await send({"type": "http.response.body", "body": b"".join(reply.chunks)})
                 return
-            for chunk in reply.chunks:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            while True:
-                chunk = await loop.run_in_executor(
-                    self.executor, functools.partial(context.run, _next_chunk, reply.rest))
-                if chunk is _DONE:
-                    break
-                if chunk:
+            # The client may leave half-way: stop making pieces nobody will read.
+            gone = asyncio.Event()
+            watcher = loop.create_task(_watch_disconnect(receive, gone))
+            try:
+                for chunk in reply.chunks:
                     await send({"type": "http.response.body", "body": chunk,
                                 "more_body": True})
-            await send({"type": "http.response.body", "body": b""})
+                while not gone.is_set():
+                    chunk = await loop.run_in_executor(
+                        self.executor, functools.partial(context.run, _next_chunk, reply.rest))
+                    if chunk is _DONE:
+                        break
+                    if chunk:
+                        await send({"type": "http.response.body", "body": chunk,
+                                    "more_body": True})
+                await send({"type": "http.response.body", "body": b""})
+            finally:
+                watcher.cancel()
         finally:
             if reply.close is not None:
                 await loop.run_in_executor(self.executor, context.run, reply.close)
@@ -112,7 +127,12 @@ class WSGIBridge:
                 reply.chunks.append(chunk)
                 gathered += len(chunk)
                 if gathered >= STREAM_AFTER:
-                    reply.rest = chunks
+                    # A body that ends here still goes out in one message (a cached list
+                    # is one large chunk; compression caches only whole bodies).
+                    following = next(chunks, None)
+                    if following is not None:
+                        reply.chunks.append(following)
+                        reply.rest = chunks
                     break
         except BaseException:
             if reply.close is not None:

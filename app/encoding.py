@@ -32,7 +32,8 @@ class Compression:
     """gzip for clients that accept it (Starlette's GZipMiddleware, at the configured
     level). A response with an ETag (the order list) is compressed once per tag and kept,
     up to max_bytes of compressed bodies; it then goes out with Content-Encoding set, which
-    the GZipMiddleware outside passes on untouched."""
+    the GZipMiddleware outside passes on untouched. A list streamed in pieces (too large for
+    the list cache) is compressed as it goes, by the GZipMiddleware alone."""
 
     def __init__(self, app: ASGIApp, *, level: int, max_bytes: int) -> None:
         self.app = app
@@ -53,34 +54,26 @@ class Compression:
     async def _cached(self, scope: Scope, receive: Receive, send: Send) -> None:
         start: Message = {}
         tagged: str | None = None
-        chunks: list[bytes] = []
-        size = 0
 
         async def compress_tagged(message: Message) -> None:
-            nonlocal start, tagged, size
+            nonlocal start, tagged
             if message["type"] == "http.response.start":
                 headers = Headers(raw=message.get("headers", []))
                 tag = headers.get("etag")
                 if message["status"] == 200 and tag and "content-encoding" not in headers:
-                    start, tagged = message, tag  # held until the whole body is here
+                    start, tagged = message, tag  # held until the first piece of body
                 else:
                     await send(message)
                 return
-            if tagged is None or message["type"] != "http.response.body":
-                await send(message)
-                return
-            body = message.get("body", b"")
-            chunks.append(body)
-            size += len(body)
-            if size > self.max_bytes:
-                # Too large to keep: the GZipMiddleware outside compresses it as it goes.
-                tagged = None
+            if tagged is not None and message["type"] == "http.response.body":
+                if not message.get("more_body", False):
+                    # The whole body in one message (app/bridge.py): compressed once.
+                    await self._send_compressed(send, start, tagged, message.get("body", b""))
+                    return
+                # A streamed list: the GZipMiddleware outside compresses it as it goes.
                 await send(start)
-                await send({**message, "body": b"".join(chunks)})
-                return
-            if message.get("more_body", False):
-                return
-            await self._send_compressed(send, start, tagged, b"".join(chunks))
+                tagged = None
+            await send(message)
 
         await self.app(scope, receive, compress_tagged)
 

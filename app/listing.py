@@ -1,14 +1,24 @@
-"""The order list as served, encoded once per revision of the orders.
+"""The order list as served: encoded once per revision of the orders while it fits the
+cache, streamed in pages when it does not.
 
 The list is the one response whose cost grows with the shop. Its JSON is built by the
 store and kept here, keyed by the store's revision, which every change to the orders
 raises (from this worker, another worker or the CLI): a list is read and encoded once per
-change, and never served after a change.
+change, and never served after a change. A list too large for the cache is read and sent
+a page at a time, so that a worker's memory stays flat however many orders there are.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from app.storage import Store
+
+PAGE_ORDERS = 10_000  # orders per piece of a streamed list: about 1 MB of JSON
+# More than one order's JSON can take (three 19-digit numbers, a date-time and a status
+# come to about 170 bytes): a list of more orders than max_bytes / ORDER_BYTES_AT_MOST
+# may not fit the cache, and is streamed.
+ORDER_BYTES_AT_MOST = 256
 
 
 class ListCache:
@@ -21,12 +31,19 @@ class ListCache:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._entry: tuple[int, bytes] | None = None
+        self._too_large: int | None = None  # a revision known to be streamed
 
-    def current(self, store: Store) -> tuple[int, bytes]:
-        """(revision, body) of the orders as they are now."""
+    def current(self, store: Store) -> tuple[int, bytes | Iterator[bytes]]:
+        """(revision, body) of the orders as they are now: the body whole, or in pieces
+        when the list may not fit the cache."""
         entry = self._entry
-        if entry is not None and entry[0] == store.revision():
+        revision = store.revision()
+        if entry is not None and entry[0] == revision:
             return entry
+        if (revision == self._too_large
+                or store.count_orders() * ORDER_BYTES_AT_MOST > self.max_bytes):
+            self._too_large = revision
+            return store.orders_json_pages(PAGE_ORDERS)
         entry = store.orders_json()
         if len(entry[1]) <= self.max_bytes:
             self._entry = entry

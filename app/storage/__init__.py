@@ -7,7 +7,7 @@ Orders come back in the API's field names, with absent values left out, never nu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -63,6 +63,12 @@ class Store(Protocol):
     def orders_json(self) -> tuple[int, bytes]:
         """Every order as the JSON array list_orders would give, and the revision it is
         of, read in one transaction."""
+        ...
+
+    def orders_json_pages(self, page_size: int) -> tuple[int, Iterator[bytes]]:
+        """Every order as orders_json gives them, in pieces of page_size orders, and the
+        revision they are of, all read in one transaction held until the pieces run out
+        or are closed. The pieces may be taken in any thread, one at a time."""
         ...
 
     def count_orders(self) -> int:

@@ -164,3 +164,46 @@ def test_gzip_level_0_turns_compression_off(
     with create_app(settings.replace(gzip_level=0)).test_client() as client:
         response = client.get(LIST, headers={**auth, "Accept-Encoding": "gzip"})
     assert response.status_code == 200 and "content-encoding" not in response.headers
+
+
+@pytest.fixture
+def streamed(settings: Settings, store: Store) -> Any:
+    """An app whose list cache is too small for 25,000 orders: the list is streamed."""
+    from app import create_app
+
+    store.import_orders([{"id": i, "petId": i % 7, "quantity": 1} for i in range(5, 25_005)])
+    with create_app(settings.replace(list_cache_bytes=100_000)).test_client() as client:
+        yield client
+
+
+def test_a_list_too_large_for_the_cache_streams_the_same_json_with_its_etag(
+    streamed: Any, store: Store, auth: dict[str, str]
+) -> None:
+    response = streamed.get(LIST, headers=auth)
+    assert response.status_code == 200
+    assert "content-length" not in response.headers  # sent in pieces
+    assert response.content == store.orders_json()[1]
+    assert len(response.json()) == 25_000
+    tag = response.headers["etag"]
+    assert streamed.get(LIST, headers={**auth, "If-None-Match": tag}).status_code == 304
+    assert streamed.delete(f"{LIST}/9", headers=auth).status_code == 204
+    after = streamed.get(LIST, headers={**auth, "If-None-Match": tag})
+    assert after.status_code == 200 and ids_and_statuses(after)[9] == "cancelled"
+
+    zipped = streamed.get(LIST, headers={**auth, "Accept-Encoding": "gzip"})
+    assert zipped.headers["content-encoding"] == "gzip"
+    assert zipped.headers["vary"] == "Accept-Encoding"
+    assert zipped.json() == after.json()  # the client decoded the gzip stream
+
+
+def test_a_database_that_cannot_be_read_is_503_for_lists_and_revalidations(
+    client: Any, auth: dict[str, str], settings: Settings
+) -> None:
+    tag = client.get(LIST, headers=auth).headers["etag"]
+    with sqlite3.connect(settings.database) as db:
+        db.execute("DROP TABLE revision")  # a damaged database: every read of it fails
+    for headers in (auth, {**auth, "If-None-Match": tag}):
+        response = client.get(LIST, headers=headers)
+        assert_error(response, 503, "service_unavailable")
+        assert response.headers["retry-after"]
+        assert response.headers["x-ratelimit-remaining"]

@@ -289,3 +289,44 @@ def test_orders_json_is_the_list_encoded_with_its_revision(store: Store) -> None
     assert json.loads(body) == store.list_orders()
     assert [list(o) for o in json.loads(body)] == [list(o) for o in store.list_orders()], (
         "same fields in the same order")
+
+
+def test_orders_json_pages_are_the_same_list_from_one_snapshot_in_any_thread(
+    store: Store,
+) -> None:
+    """The pieces of a streamed list join into exactly orders_json's body. They are taken
+    in different threads, and a change made half-way is not in them."""
+    import json
+
+    store.import_orders([{"id": i, "petId": i % 5, "quantity": i % 3 or None}
+                         for i in range(1, 251)])
+    store.cancel_order(17, None, NOW)
+    revision, body = store.orders_json()
+    for shipped, page_size in enumerate((1, 7, 250, 1000), start=18):
+        started, pieces = store.orders_json_pages(page_size)
+        assert started == revision
+        taken = [next(pieces)]
+        store.ship_order(shipped, NOW)  # after the read began: not in this list
+        with ThreadPoolExecutor(3) as pool:
+            while (piece := pool.submit(next, pieces, None).result()) is not None:
+                taken.append(piece)
+        assert b"".join(taken) == body, page_size
+        assert json.loads(b"".join(taken))[shipped - 1]["status"] == "pending"
+        revision, body = store.orders_json()  # the next round starts from the new list
+
+    empty = SQLiteStore(Path(store.path).with_name("empty.db"))  # type: ignore[attr-defined]
+    empty.migrate()
+    assert b"".join(empty.orders_json_pages(10)[1]) == b"[]"
+    empty.close()
+
+
+def test_a_stream_closed_half_way_ends_its_read(store: Store) -> None:
+    """A client that leaves half-way: the read transaction ends with it, so a checkpoint
+    can then reset the WAL (a read still open would keep it from doing so)."""
+    store.import_orders([{"id": i} for i in range(1, 101)])
+    _, pieces = store.orders_json_pages(10)
+    next(pieces), next(pieces)
+    pieces.close()  # type: ignore[attr-defined]
+    store.cancel_order(1, None, NOW)
+    busy, _, _ = store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()  # type: ignore[attr-defined]
+    assert busy == 0

@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench bench-large clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or newer is needed"'
@@ -50,3 +50,7 @@ clean:
 bench: $(STAMP)
 	$(BIN)/python -m bench.service
 	$(BIN)/python -m bench.quotas
+
+## bench-large: peak memory and download time of lists of 10,000 and 1,000,000 orders
+bench-large: $(STAMP)
+	$(BIN)/python -m bench.large

@@ -72,6 +72,14 @@ class Process:
             children = []
         return [self.pid, *map(int, children)]
 
+    def peak_rss_mb(self) -> float:
+        """The peak resident memory (VmHWM) of the newest of its workers, in MB."""
+        worker = self._family()[-1]
+        for line in Path(f"/proc/{worker}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError(f"no VmHWM in /proc/{worker}/status")
+
     def cpu_seconds(self) -> float:
         total = 0
         for pid in self._family():

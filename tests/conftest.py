@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import logging
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -9,10 +11,51 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pythonjsonlogger.orjson import OrjsonFormatter
 
+from app import auth
 from app.config import Settings
 from app.storage import Store, open_store
-from tests.support import free_port
+from tests.support import ISSUED_SECRETS, SERVER_LOGS, free_port
+
+# A full key ("psk_" and 43 characters; its first 12 are the prefix lists may show) or an
+# Authorization header's bearer credential, wherever it appears.
+LEAK = re.compile(r"psk_[A-Za-z0-9_-]{20,}|authorization\W{0,4}bearer\s+\S", re.IGNORECASE)
+
+
+class LogRecorder(logging.Handler):
+    """Keeps every log line of the run's in-process apps, with all its fields."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.setFormatter(OrjsonFormatter())
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+RECORDER = LogRecorder()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    logging.getLogger().addHandler(RECORDER)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """No log of the whole run, in-process or from a served process, holds a key, a key's
+    digest or an Authorization header's credential: fail the run if one does."""
+    texts = [("in-process logs", "\n".join(RECORDER.lines))]
+    texts += [(str(path), path.read_text(errors="replace"))
+              for path in SERVER_LOGS if path.exists()]
+    digests = {auth.digest(secret) for secret in ISSUED_SECRETS}
+    leaks = []
+    for where, text in texts:
+        leaks += [f"{where}: {match.group(0)[:16]}..." for match in LEAK.finditer(text)]
+        leaks += [f"{where}: the digest of a key" for d in digests if d in text]
+    if leaks:
+        print("\nSECRETS IN THE LOGS OF THIS RUN:\n  " + "\n  ".join(sorted(set(leaks))))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture

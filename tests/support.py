@@ -20,6 +20,11 @@ from app.storage import Store
 
 ERROR_FIELDS = {"code", "message", "status"}
 
+# Every key the run issued and every log a server of the run wrote: at the session's end,
+# conftest.py checks that no log line holds a key, its digest or a bearer header.
+ISSUED_SECRETS: set[str] = set()
+SERVER_LOGS: list[Path] = []
+
 
 def assert_error(response: Any, status: int, code: str) -> dict[str, Any]:
     """The response is an Error object with this status and code, as JSON, with a one-line
@@ -55,6 +60,7 @@ def make_key(
         per_day=per_day,
         now="2026-01-01T00:00:00Z",
     )
+    ISSUED_SECRETS.add(new.secret)
     return new.secret
 
 
@@ -89,8 +95,10 @@ class Server:
 
     def petstore(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run a petstore command against the server's database."""
-        return subprocess.run([*PETSTORE, *args], env=self.env, capture_output=True,
+        done = subprocess.run([*PETSTORE, *args], env=self.env, capture_output=True,
                               text=True, check=True)
+        ISSUED_SECRETS.update(word for word in done.stdout.split() if word.startswith("psk_"))
+        return done
 
 
 def _wait_until_serving(port: int, process: subprocess.Popen[Any], log: Path) -> None:
@@ -117,6 +125,7 @@ def serving(folder: Path, *serve_args: str, **settings: str) -> Iterator[Server]
     subprocess.run([*PETSTORE, "init"], env=env, capture_output=True, check=True)
     port = free_port()
     log = folder / f"server-{port}.log"
+    SERVER_LOGS.append(log)
     with log.open("w") as out:
         process = subprocess.Popen(
             [*PETSTORE, "serve", "--bind", f"127.0.0.1:{port}", *serve_args],

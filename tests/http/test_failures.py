@@ -90,3 +90,38 @@ def test_a_database_locked_past_the_busy_timeout_is_503_with_retry_after(
             blocker.execute("ROLLBACK")
             blocker.close()
         assert client.delete(f"{LIST}/1", headers=headers).status_code == 204, "recovered"
+
+
+def test_a_read_only_database_is_503_for_writes_and_recovers(
+    settings: Settings, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite's own refusal to write (PRAGMA query_only, as on a read-only open; root
+    ignores file modes): cancels are 503 with Retry-After, lists go on, and writes work
+    again as soon as the database does."""
+    from contextlib import contextmanager
+
+    from app.storage.sqlite import SQLiteStore
+
+    store.import_orders([{"id": 1, "status": "pending"}, {"id": 2, "status": "pending"}])
+    key = make_key(store)
+    headers = {"Authorization": f"Bearer {key}"}
+    read_only = False
+    write = SQLiteStore._write
+
+    @contextmanager
+    def write_where_allowed(self: SQLiteStore) -> Any:
+        self.db.execute(f"PRAGMA query_only = {int(read_only)}")
+        with write(self) as db:
+            yield db
+
+    monkeypatch.setattr(SQLiteStore, "_write", write_where_allowed)
+    with create_app(settings).test_client() as client:
+        read_only = True
+        response = client.delete(f"{LIST}/1", headers=headers)
+        assert_error(response, 503, "service_unavailable")
+        assert int(response.headers["retry-after"]) >= 1
+        assert response.headers["x-ratelimit-remaining"]
+        assert client.get(LIST, headers=headers).status_code == 200
+        read_only = False
+        assert client.delete(f"{LIST}/1", headers=headers).status_code == 204, "recovered"
+    assert store.list_orders()[0]["status"] == "cancelled"

@@ -232,6 +232,16 @@ class WindowedMemoryStorage(MemoryStorage):
                 self.clear(key)
 
 
+# limits wraps every storage method of every Storage class so that a backend's exceptions
+# can be re-raised as StorageError. Memory raises none of its own, and the wrappers nested
+# (a call to get_sliding_window went through four) were two fifths of what quotas cost a
+# request in process: this class calls the methods themselves.
+for _name in ("incr", "get", "get_expiry", "check", "reset", "clear", "acquire_entry",
+              "get_moving_window", "acquire_sliding_window_entry", "get_sliding_window",
+              "clear_sliding_window"):
+    setattr(WindowedMemoryStorage, _name, inspect.unwrap(getattr(WindowedMemoryStorage, _name)))
+
+
 class LimitsCounter:
     """The two windows over a `limits` storage (memory, or any async storage).
 

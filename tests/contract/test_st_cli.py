@@ -3,6 +3,7 @@ over real HTTP, with a refused key (the missing_auth warning) failing the run.""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,19 +15,21 @@ from tests.support import serving
 pytestmark = [pytest.mark.slow, pytest.mark.contract]
 
 ST = [sys.executable, "-m", "schemathesis.cli"]
+FUZZ_EXAMPLES = 500  # per operation and phase: about 4,000 requests in all
 CONFIG = """
 [warnings]
 fail-on = ["missing_auth"]
 """
 
 
-def st_run(url: str, key: str, config: Path) -> subprocess.CompletedProcess[str]:
+def st_run(url: str, key: str, config: Path, examples: int = 60,
+           seed: int = 1) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*ST, "--config-file", str(config), "run", url,
          "--checks", "all", "--phases", "examples,coverage,fuzzing,stateful",
-         "--mode", "all", "--max-examples", "60", "--seed", "1",
+         "--mode", "all", "--max-examples", str(examples), "--seed", str(seed),
          "-H", f"Authorization: Bearer {key}", "--no-color"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=600,
     )
 
 
@@ -47,3 +50,23 @@ def test_st_run_finds_nothing_against_a_live_server(tmp_path: Path) -> None:
         wrong = st_run(url, "psk_not_a_key", config)
         assert wrong.returncode != 0, "a refused key must fail the run, not warn"
         assert "missing authentication" in wrong.stdout.lower() or "401" in wrong.stdout
+
+
+@pytest.mark.fuzz
+def test_st_run_of_thousands_of_requests_negative_data_included_finds_nothing(
+    tmp_path: Path,
+) -> None:
+    """Several thousand generated requests, valid and invalid (mode all), every check."""
+    config = tmp_path / "schemathesis.toml"
+    config.write_text(CONFIG)
+    with serving(tmp_path, ban_seconds="0", anonymous_plan="business") as server:
+        server.petstore("init", "--demo")
+        key = server.petstore("keys", "create", "--plan", "enterprise", "--per-minute",
+                              "1000000000", "--per-day", "1000000000").stdout.strip()
+        run = st_run(f"http://127.0.0.1:{server.port}/v1/openapi.json", key, config,
+                     examples=FUZZ_EXAMPLES, seed=7)
+        summary = run.stdout[run.stdout.find("SUMMARY"):]
+        print(summary)  # quoted in the closing note
+        assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+        requests = sum(int(n) for n in re.findall(r"(\d+) (?:generated|requests?)", summary))
+        assert requests >= 2000, summary

@@ -150,3 +150,34 @@ def test_kill_9_of_master_and_workers_loses_no_acknowledged_cancel(tmp_path: Pat
         statuses = _statuses(again, auth)
     lost = [order_id for order_id in acknowledged if statuses[order_id] != "cancelled"]
     assert lost == []
+
+
+def test_a_revoked_key_is_refused_by_every_worker_within_the_key_cache_time(
+    tmp_path: Path,
+) -> None:
+    cache_seconds = 2
+    with serving(tmp_path, *TWO_WORKERS, key_cache_seconds=str(cache_seconds),
+                 **NO_QUOTAS) as server:
+        auth = _key(server)
+        # Fresh connections, spread by the kernel over both workers: both cache the key.
+        with ThreadPoolExecutor(8) as pool:
+            assert set(pool.map(lambda _: server.request("GET", LIST, auth)[0],
+                                range(40))) == {200}
+        key = auth["Authorization"].split()[1]
+        keys = json.loads(server.petstore("keys", "list", "--json").stdout)
+        key_id = next(k["id"] for k in keys if key.startswith(k["prefix"]))
+        server.petstore("keys", "revoke", str(key_id))
+        revoked = time.monotonic()
+        while True:
+            with ThreadPoolExecutor(8) as pool:
+                answers = list(pool.map(lambda _: server.request("GET", LIST, auth)[0],
+                                        range(40)))
+            if set(answers) == {401}:
+                break
+            assert set(answers) <= {200, 401}, answers
+            assert time.monotonic() - revoked < cache_seconds + 5, "still accepted"
+            time.sleep(0.2)
+        # And it stays refused everywhere.
+        with ThreadPoolExecutor(8) as pool:
+            assert set(pool.map(lambda _: server.request("GET", LIST, auth)[0],
+                                range(40))) == {401}

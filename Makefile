@@ -50,6 +50,7 @@ clean:
 bench: $(STAMP)
 	$(BIN)/python -m bench.service
 	$(BIN)/python -m bench.quotas
+	$(BIN)/python -m bench.soak
 
 ## bench-large: peak memory and download time of lists of 10,000 and 1,000,000 orders
 bench-large: $(STAMP)

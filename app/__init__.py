@@ -18,7 +18,7 @@ from app.auth import SCOPE_KEY, SECURITY_MAP, Keyring
 from app.bridge import WSGIBridge
 from app.conditional import Revalidation
 from app.config import Settings
-from app.encoding import Compression, OrjsonJsonifier
+from app.encoding import Compression, OrjsonJsonifier, PacedBodies
 from app.listing import ListCache
 from app.storage import Store, open_store
 from app.version import __version__ as __version__
@@ -132,6 +132,7 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
     errors.register_error_handlers(app)
     routing.prepare_operations(app)
     operations = _operations()
+    app.add_middleware(PacedBodies, position=MiddlewarePosition.BEFORE_EXCEPTION)
     app.add_middleware(access.AccessLog, position=MiddlewarePosition.BEFORE_EXCEPTION,
                        templates={op: path for op, (path, _) in operations.items()})
     if settings.gzip_level:

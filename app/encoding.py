@@ -94,3 +94,33 @@ class Compression:
         headers.add_vary_header("Accept-Encoding")
         await send(start)
         await send({"type": "http.response.body", "body": compressed})
+
+
+class PacedBodies:
+    """Hands a large body to the server a slice at a time. The server sends what the
+    socket takes and buffers the rest, but waits for its buffer to drain before taking
+    more: a body written whole (a cached list of tens of MB) would be copied whole into
+    the buffer of every slow client's connection. Added outermost."""
+
+    SLICE = 1 << 20  # bytes
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def paced(message: Message) -> None:
+            body = message.get("body", b"")
+            if message["type"] != "http.response.body" or len(body) <= self.SLICE:
+                await send(message)
+                return
+            more = message.get("more_body", False)
+            for start in range(0, len(body), self.SLICE):
+                await send({"type": "http.response.body",
+                            "body": body[start:start + self.SLICE],
+                            "more_body": more or start + self.SLICE < len(body)})
+
+        await self.app(scope, receive, paced)

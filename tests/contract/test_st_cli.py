@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -33,14 +35,21 @@ def st_run(url: str, key: str, config: Path, examples: int = 60,
     )
 
 
-def test_st_run_finds_nothing_against_a_live_server(tmp_path: Path) -> None:
-    config = tmp_path / "schemathesis.toml"
+@contextmanager
+def live_server(folder: Path) -> Iterator[tuple[str, str, Path]]:
+    """A served demo database with a key no quota stops: the document's URL, the key and
+    the schemathesis configuration."""
+    config = folder / "schemathesis.toml"
     config.write_text(CONFIG)
-    with serving(tmp_path, ban_seconds="0", anonymous_plan="business") as server:
+    with serving(folder, ban_seconds="0", anonymous_plan="business") as server:
         server.petstore("init", "--demo")
         key = server.petstore("keys", "create", "--plan", "enterprise", "--per-minute",
                               "1000000000", "--per-day", "1000000000").stdout.strip()
-        url = f"http://127.0.0.1:{server.port}/v1/openapi.json"
+        yield f"http://127.0.0.1:{server.port}/v1/openapi.json", key, config
+
+
+def test_st_run_finds_nothing_against_a_live_server(tmp_path: Path) -> None:
+    with live_server(tmp_path) as (url, key, config):
         good = st_run(url, key, config)
         assert good.returncode == 0, good.stdout[-6000:] + good.stderr[-2000:]
         summary = good.stdout[good.stdout.find("SUMMARY"):]
@@ -57,14 +66,8 @@ def test_st_run_of_thousands_of_requests_negative_data_included_finds_nothing(
     tmp_path: Path,
 ) -> None:
     """Several thousand generated requests, valid and invalid (mode all), every check."""
-    config = tmp_path / "schemathesis.toml"
-    config.write_text(CONFIG)
-    with serving(tmp_path, ban_seconds="0", anonymous_plan="business") as server:
-        server.petstore("init", "--demo")
-        key = server.petstore("keys", "create", "--plan", "enterprise", "--per-minute",
-                              "1000000000", "--per-day", "1000000000").stdout.strip()
-        run = st_run(f"http://127.0.0.1:{server.port}/v1/openapi.json", key, config,
-                     examples=FUZZ_EXAMPLES, seed=7)
+    with live_server(tmp_path) as (url, key, config):
+        run = st_run(url, key, config, examples=FUZZ_EXAMPLES, seed=7)
         summary = run.stdout[run.stdout.find("SUMMARY"):]
         print(summary)  # quoted in the closing note
         assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]

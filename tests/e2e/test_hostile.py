@@ -159,6 +159,8 @@ PARSER_REFUSES = {
         b"DELETE /v1/store/orders/1 HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n"
         b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
     "NUL in a header name": b"GET / HTTP/1.1\r\nHost: x\r\nX\x00Y: 1\r\n\r\n",
+    "NUL in a header value": b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n",
+    "path of 100 kB": b"GET /v1/store/" + b"o" * 100_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
     "header line without a colon": b"GET / HTTP/1.1\r\nHost: x\r\nnocolon\r\n\r\n",
     "control characters in the token (DEL is refused alike)":
         b"GET /v1/store/orders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer psk_\x01\x02\r\n\r\n",

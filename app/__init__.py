@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,8 @@ from app.encoding import Compression, OrjsonJsonifier, PacedBodies
 from app.listing import ListCache
 from app.storage import Store, open_store
 from app.version import __version__ as __version__
+
+log = logging.getLogger(__name__)
 
 OPENAPI_DIR = Path(__file__).resolve().parent.parent / "openapi"
 API_SPEC = "petstore-v1.yaml"
@@ -86,7 +89,14 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
     settings name. Tests pass their own Settings; wsgi.py reads them from the environment."""
     settings = settings or Settings.from_env()
     access.configure_logging(settings)
-    store = open_store(settings)
+    store = open_store(settings, migrate=False)
+    try:
+        store.migrate()
+    except errors.StoreUnavailable as exc:
+        # A worker that starts while its database is down (restarted by gunicorn during an
+        # outage, say) serves 503s until it answers; the PostgreSQL store migrates then.
+        log.warning("the database does not answer at start (%s); requests get 503 until "
+                    "it does", exc.message)
     fails_closed = settings.ratelimit_enabled and settings.ratelimit_on_error == "closed"
     services = Services(settings, store, Keyring(store, settings.key_cache_seconds),
                         ListCache(settings.list_cache_bytes),

@@ -21,7 +21,7 @@ import click
 from app import auth, orders, pets
 from app.config import Settings, SettingsError
 from app.errors import DuplicateOrder, DuplicatePet, PetstoreError
-from app.storage import ORDER_STATUSES, PLANS, ApiKey, Store, open_store
+from app.storage import ORDER_STATUSES, PLANS, ApiKey, Store, open_store, redacted
 
 DEMO_ORDERS: tuple[dict[str, Any], ...] = (
     {"petId": 1, "quantity": 1, "status": "pending"},
@@ -48,13 +48,18 @@ def _settings() -> Settings:
 
 
 def _store() -> Store:
+    """The store of PETSTORE_DATABASE, its schema up to date, closed when the command ends."""
     settings = _settings()
     try:
-        return open_store(settings)
+        store = open_store(settings)
     except PetstoreError as exc:
         raise click.ClickException(
-            f"cannot open the database {settings.database}: {exc.message}"
+            f"cannot open the database {redacted(settings.database)}: {exc.message}"
         ) from None
+    context = click.get_current_context(silent=True)
+    if context is not None:
+        context.call_on_close(store.dispose)
+    return store
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -62,8 +67,9 @@ def _store() -> Store:
 def main() -> None:
     """Pet Store Orders: an OpenAPI-first HTTP/JSON service for a pet store's orders.
 
-    The database is the SQLite file named by PETSTORE_DATABASE (default
-    instance/petstore.db). Start with `petstore init --demo`, then `petstore serve`.
+    The database is named by PETSTORE_DATABASE: a SQLite file (default
+    instance/petstore.db) or a postgresql:// URL that several hosts share. Start with
+    `petstore init --demo`, then `petstore serve`.
     """
 
 
@@ -77,7 +83,7 @@ def init(demo: bool) -> None:
     """
     settings = _settings()
     store = _store()
-    say(f"Database {settings.database} is ready (schema version {store.migrate()}).")
+    say(f"Database {redacted(settings.database)} is ready (schema version {store.migrate()}).")
     if not demo:
         return
     if store.count_orders() or store.list_keys():
@@ -371,9 +377,11 @@ def orders_list(status: str | None, as_json: bool) -> None:
 def backup(path: str) -> None:
     """Copy the live database to PATH, safely while the service runs.
 
-    Uses SQLite's online backup API, so the copy is consistent even under writes. PATH
-    must not exist yet; restore by stopping the service and putting the copy in place of
-    PETSTORE_DATABASE.
+    The copy is consistent even under writes. For SQLite it is a database file, taken with
+    SQLite's online backup API: restore by stopping the service and putting the copy in
+    place of PETSTORE_DATABASE. For PostgreSQL it is pg_dump's custom format (pg_dump must
+    be installed): restore with pg_restore --no-owner --dbname=URL PATH into an empty
+    database. PATH must not exist yet.
     """
     target = Path(path)
     if target.exists():
@@ -392,7 +400,7 @@ def backup(path: str) -> None:
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
-    say(f"Backed up {_settings().database} to {path} ({store.count_orders():,} orders).")
+    say(f"Backed up {redacted(_settings().database)} to {path} ({store.count_orders():,} orders).")
 
 
 # pets -----------------------------------------------------------------------------------
@@ -473,7 +481,7 @@ def serve(bind: str | None, workers: int | None) -> None:
     # for this run's files, unless the operator chose one.
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR",
                           tempfile.mkdtemp(prefix="petstore-metrics-"))
-    say(f"Serving {settings.database} on http://{bind}/v1 with {workers} worker(s).")
+    say(f"Serving {redacted(settings.database)} on http://{bind}/v1 with {workers} worker(s).")
     config = Path(__file__).with_name("gunicorn_conf.py")
     argv = [sys.executable, "-m", "gunicorn", "--config", str(config),
             "--bind", bind, "--workers", str(workers), "wsgi:app"]

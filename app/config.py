@@ -24,6 +24,13 @@ def _boolean(text: str) -> bool:
     raise ValueError(f"expected true or false, got {text!r}")
 
 
+def _database(text: str) -> str:
+    from app.storage import store_kind
+
+    store_kind(text)  # refuses an unknown scheme here, not at the first request
+    return text
+
+
 def _busy_timeout(text: str) -> int:
     value = int(text)
     if not 0 <= value <= 1000:
@@ -90,7 +97,21 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("DATABASE", "instance/petstore.db", "Path of the SQLite database file."),
+    Setting(
+        "DATABASE",
+        "instance/petstore.db",
+        "Where orders and keys live: a SQLite file's path (or sqlite:///path), or a "
+        "PostgreSQL URL, postgresql://user:password@host:5432/dbname, which several hosts "
+        "can share.",
+        _database,
+    ),
+    Setting(
+        "DATABASE_POOL_SIZE",
+        "10",
+        "PostgreSQL only: most connections each worker process keeps open (one per handler "
+        "thread is enough; workers x hosts x this must stay below max_connections).",
+        _positive_int,
+    ),
     Setting(
         "BUSY_TIMEOUT_MS",
         "1000",
@@ -210,6 +231,7 @@ class Settings:
     """The service's configuration; build it with from_env() or directly in tests."""
 
     database: str = _default("DATABASE")
+    database_pool_size: int = _default("DATABASE_POOL_SIZE")
     busy_timeout_ms: int = _default("BUSY_TIMEOUT_MS")
     key_cache_seconds: float = _default("KEY_CACHE_SECONDS")
     bind: str = _default("BIND")

@@ -16,7 +16,7 @@ def readiness(store: Store, quota_probe: Callable[[], bool] | None) -> dict[str,
     try:
         store.check()
     except StoreUnavailable as exc:
-        raise NotReady(f"database: {exc.message.removeprefix('SQLite: ')}") from exc
+        raise NotReady(f"database: {exc.message}") from exc
     if quota_probe is not None:
         if not quota_probe():
             raise NotReady("quotas: the quota storage does not answer")

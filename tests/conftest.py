@@ -15,8 +15,8 @@ from pythonjsonlogger.orjson import OrjsonFormatter
 
 from app import auth
 from app.config import Settings
-from app.storage import Store, open_store
-from tests.support import ISSUED_SECRETS, SERVER_LOGS, free_port
+from app.storage import Store, open_store, redacted
+from tests.support import ISSUED_SECRETS, SERVER_LOGS, free_port, postgres_databases
 
 # A full key ("psk_" and 43 characters; its first 12 are the prefix lists may show) or an
 # Authorization header's bearer credential, wherever it appears.
@@ -108,6 +108,31 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
     client = redis.Redis.from_url(redis_url)
     for name in client.scan_iter(f"{prefix}*"):
         client.delete(name)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """The shared PostgreSQL of PETSTORE_TEST_POSTGRES_URL, as a URL of a database a test
+    may connect to in order to create its own (e.g. postgresql://postgres@127.0.0.1/postgres)."""
+    url = os.environ.get("PETSTORE_TEST_POSTGRES_URL")
+    if not url:
+        _unavailable("PETSTORE_TEST_POSTGRES_URL is not set "
+                     "(e.g. postgresql://postgres@127.0.0.1:5432/postgres)")
+    import psycopg
+
+    try:
+        psycopg.connect(url, connect_timeout=3).close()
+    except psycopg.Error as exc:
+        _unavailable(f"PostgreSQL at {redacted(str(url))} does not answer: {exc}")
+    return str(url)
+
+
+@pytest.fixture
+def postgres_database(postgres_url: str) -> Iterator[str]:
+    """The URL of a database of this test's own on the shared PostgreSQL, created empty
+    and dropped afterwards (with any connection still open to it)."""
+    with postgres_databases(postgres_url) as create:
+        yield create()
 
 
 class PrivateRedis:

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,7 +38,7 @@ def assert_error(response: Any, status: int, code: str) -> dict[str, Any]:
     assert body["status"] == status
     message = body["message"]
     assert isinstance(message, str) and message and "\n" not in message
-    for leak in ("Traceback", "sqlite", "SELECT ", "UPDATE ", "psk_"):
+    for leak in ("Traceback", "sqlite", "psycopg", "SELECT ", "UPDATE ", "psk_"):
         assert leak not in message, message
     return body
 
@@ -147,3 +148,35 @@ def wrap_store(app: Any, wrapper: Callable[[Store], Any]) -> None:
     """Make a built app's handlers and middleware use wrapper(its store): a failing one."""
     services = app.app.extensions["petstore"]
     app.app.extensions["petstore"] = dataclasses.replace(services, store=wrapper(services.store))
+
+
+@contextmanager
+def postgres_databases(admin_url: str) -> Iterator[Callable[[], str]]:
+    """A factory of fresh databases on the PostgreSQL of admin_url, all dropped at the end."""
+    import psycopg
+    from psycopg import sql
+
+    names: list[str] = []
+
+    def create() -> str:
+        name = f"petstore_test_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        names.append(name)
+        return _with_database(admin_url, name)
+
+    try:
+        yield create
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            for name in names:
+                admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+                              .format(sql.Identifier(name)))
+
+
+def _with_database(url: str, name: str) -> str:
+    """The URL with its database (path) replaced by name, its query kept."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}"))

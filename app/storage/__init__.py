@@ -1,17 +1,21 @@
 """The store interface (a Protocol) and open_store(settings).
 
-Every method returns plain dicts or dataclasses, never driver rows, so that another store
-(PostgreSQL, issue 8) can implement the same Protocol and pass the same storage suite.
+Every method returns plain dicts or dataclasses, never driver rows: the SQLite store
+(app/storage/sqlite.py) and the PostgreSQL store (app/storage/postgres.py) implement the
+same Protocol and pass the same storage suite. Nothing above this package knows which
+store it has.
 Orders come back in the API's field names, with absent values left out, never null.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from app.config import Settings
+if TYPE_CHECKING:  # app.config parses PETSTORE_DATABASE with store_kind below
+    from app.config import Settings
 
 ORDER_STATUSES = ("pending", "shipped", "cancelled")
 PLANS = ("free", "pro", "business", "enterprise")
@@ -159,18 +163,65 @@ class Store(Protocol):
         ...
 
     def check(self) -> dict[str, str]:
-        """Connection facts for the storage suite (journal mode, synchronous level)."""
+        """Facts about the connection for the storage suite and /readyz (durability, lock
+        wait); raises StoreUnavailable when the database does not answer."""
         ...
 
     def close(self) -> None:
-        """Close this thread's connection."""
+        """Close this thread's connection, if the store keeps one per thread."""
+        ...
+
+    def dispose(self) -> None:
+        """Close every connection the store holds (the end of a process or of a test)."""
         ...
 
 
-def open_store(settings: Settings) -> Store:
-    """Open the store the settings name and bring its schema up to date."""
-    from app.storage.sqlite import SQLiteStore
+def store_kind(database: str) -> tuple[str, str]:
+    """("sqlite", path) or ("postgresql", url) for a PETSTORE_DATABASE value: a plain path or
+    sqlite:///path is a SQLite file (sqlite:////abs/path for an absolute one, as in
+    SQLAlchemy); postgresql:// or postgres:// is a PostgreSQL database."""
+    scheme, sep, rest = database.partition("://")
+    if not sep or "/" in scheme or "\\" in scheme:
+        return "sqlite", database
+    if scheme == "sqlite":
+        if not rest.startswith("/") or rest == "/":
+            raise ValueError("a SQLite URL is sqlite:///relative/path or sqlite:////absolute/path")
+        return "sqlite", rest[1:]
+    if scheme in ("postgresql", "postgres"):
+        return "postgresql", database
+    raise ValueError(f"unknown database scheme {scheme}://; use a file path, sqlite:///path "
+                     "or postgresql://user:password@host:5432/dbname")
 
-    store = SQLiteStore(settings.database, busy_timeout_ms=settings.busy_timeout_ms)
-    store.migrate()
+
+def redacted(database: str) -> str:
+    """The database as it may be printed or logged: a URL's password replaced by ***,
+    whether in its user part or its query (?password=)."""
+    scheme, sep, rest = database.partition("://")
+    if not sep:
+        return database
+    credentials, at, place = rest.rpartition("@")
+    if at and ":" in credentials:
+        rest = f"{credentials.split(':', 1)[0]}:***@{place}"
+    return f"{scheme}://" + re.sub(r"([?&]password=)[^&]*", r"\1***", rest)
+
+
+def open_store(settings: Settings, migrate: bool = True) -> Store:
+    """Open the store the settings name and (unless told not to) bring its schema up to date."""
+    kind, location = store_kind(settings.database)
+    store: Store
+    if kind == "postgresql":
+        from app.storage.postgres import PostgresStore
+
+        store = PostgresStore(location, busy_timeout_ms=settings.busy_timeout_ms,
+                              pool_size=settings.database_pool_size)
+    else:
+        from app.storage.sqlite import SQLiteStore
+
+        store = SQLiteStore(location, busy_timeout_ms=settings.busy_timeout_ms)
+    if migrate:
+        try:
+            store.migrate()
+        except BaseException:
+            store.dispose()
+            raise
     return store

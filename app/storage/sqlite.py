@@ -202,6 +202,10 @@ class SQLiteStore:
             db.conn.close()
             self._local.db = None
 
+    def dispose(self) -> None:
+        """Close this thread's connection; those of other threads close with their threads."""
+        self.close()
+
     @_translate_errors
     def backup(self, target: str, progress: Callable[[int, int], None] | None = None) -> None:
         """Copy the live database to target with SQLite's online backup API: a consistent

@@ -44,7 +44,7 @@ def test_a_database_that_does_not_answer_is_503_naming_it(app: Any) -> None:
     with app.test_client() as client:
         response = client.get("/readyz")
     body = assert_error(response, 503, "service_unavailable")
-    assert body["message"] == "Not ready: database: disk I/O error."
+    assert body["message"] == "Not ready: database: SQLite: disk I/O error."
     assert response.headers["retry-after"] == "1"
 
 

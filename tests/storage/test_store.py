@@ -1,34 +1,107 @@
-"""One storage suite, run over every store through a parametrised fixture.
+"""One storage suite, run over every store through a parametrised fixture: a SQLite file
+and a PostgreSQL database of the test's own (PETSTORE_TEST_POSTGRES_URL; skipped with the
+reason where it is unset, required in CI).
 
-Only SQLite exists today; a PostgreSQL store (issue 8) joins the `params` list and must
-pass the same tests.
+The few facts that only one kind of database has (WAL and a checkpoint for SQLite, a
+session's settings for PostgreSQL) are asked through Place, the test's handle on the
+database under the store.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from app import auth
+from app.config import Settings
 from app.errors import DuplicateOrder, DuplicatePet, StoreUnavailable
-from app.storage import Store
-from app.storage.sqlite import SCHEMA_VERSION, SQLiteStore
+from app.storage import Store, open_store, postgres, sqlite
+from tests.support import postgres_databases
 
 NOW = "2026-01-01T00:00:00Z"
+BUSY_TIMEOUT_MS = 200
 
 
-@pytest.fixture(params=["sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    store = SQLiteStore(tmp_path / "store.db", busy_timeout_ms=200)
-    store.migrate()
+@dataclass
+class Place:
+    """The database under a store: its kind and PETSTORE_DATABASE value."""
+
+    kind: str
+    database: str
+
+    def open(self) -> Store:
+        """Another store over the same database, as another process would open."""
+        return open_store(Settings(database=self.database, busy_timeout_ms=BUSY_TIMEOUT_MS))
+
+    @contextmanager
+    def holding_order_lock(self, order_id: int) -> Iterator[None]:
+        """Another connection holds a write lock that cancelling order_id must wait for:
+        SQLite's whole-database lock, or PostgreSQL's lock on the order's row."""
+        if self.kind == "sqlite":
+            blocker = sqlite3.connect(self.database, isolation_level=None)
+            blocker.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            finally:
+                blocker.execute("ROLLBACK")
+                blocker.close()
+            return
+        import psycopg
+
+        with psycopg.connect(self.database) as conn:  # a transaction, until the block ends
+            conn.execute("SELECT id FROM orders WHERE id = %s FOR UPDATE", (order_id,))
+            yield
+            conn.rollback()
+
+    def sql(self, query: str) -> list[tuple[Any, ...]]:
+        """Rows of a query run on a connection of the test's own."""
+        if self.kind == "sqlite":
+            with sqlite3.connect(self.database) as conn:
+                return conn.execute(query).fetchall()
+        import psycopg
+
+        with psycopg.connect(self.database) as conn:
+            cursor = conn.execute(query)  # type: ignore[arg-type]
+            return cursor.fetchall() if cursor.description else []
+
+    def columns(self) -> dict[str, list[str]]:
+        """Every table of the schema and its columns, in order."""
+        if self.kind == "sqlite":
+            tables = [t for (t,) in self.sql("SELECT name FROM sqlite_master WHERE type = "
+                                            "'table' ORDER BY name")]
+            return {t: [c[1] for c in self.sql(f"PRAGMA table_info({t})")] for t in tables}
+        columns: dict[str, list[str]] = {}
+        for table, column in self.sql(
+            "SELECT table_name, column_name FROM information_schema.columns WHERE "
+            "table_schema = 'public' AND table_name <> 'petstore_schema' "
+            "ORDER BY table_name, ordinal_position"
+        ):
+            columns.setdefault(table, []).append(column)
+        return columns
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def place(request: pytest.FixtureRequest, tmp_path: Path) -> Place:
+    if request.param == "sqlite":
+        return Place("sqlite", str(tmp_path / "store.db"))
+    return Place("postgresql", request.getfixturevalue("postgres_database"))
+
+
+@pytest.fixture
+def store(place: Place) -> Iterator[Store]:
+    store = place.open()
     yield store
-    store.close()
+    store.dispose()
 
 
 def _key(store: Store, name: str = "k") -> int:
@@ -40,7 +113,11 @@ def _key(store: Store, name: str = "k") -> int:
     return key.id
 
 
-def test_every_connection_is_wal_with_synchronous_full(store: Store) -> None:
+def test_every_connection_commits_durably_and_bounds_its_wait_for_locks(
+    store: Store, place: Place
+) -> None:
+    """D15 on every connection, in every thread: SQLite in WAL mode with synchronous=FULL;
+    PostgreSQL with synchronous_commit on. Both wait at most the busy timeout for a lock."""
     facts: list[dict[str, str]] = []
 
     def read() -> None:
@@ -55,15 +132,31 @@ def test_every_connection_is_wal_with_synchronous_full(store: Store) -> None:
     facts.append(store.check())
     assert len(facts) == 4
     for fact in facts:
-        assert fact["journal_mode"] == "wal"
-        assert fact["synchronous"] == "2"  # FULL
-        assert 0 < int(fact["busy_timeout"]) <= 1000
+        if place.kind == "sqlite":
+            assert fact["journal_mode"] == "wal"
+            assert fact["synchronous"] == "2"  # FULL
+            assert int(fact["busy_timeout"]) == BUSY_TIMEOUT_MS
+        else:
+            assert fact["synchronous_commit"] == "on"
+            assert fact["lock_timeout"] == f"{BUSY_TIMEOUT_MS}ms"
+
+
+def test_both_stores_have_the_same_schema_and_migrations(store: Store, place: Place) -> None:
+    assert len(sqlite.MIGRATIONS) == len(postgres.MIGRATIONS) == sqlite.SCHEMA_VERSION
+    assert place.columns() == {
+        "api_keys": ["id", "prefix", "digest", "name", "plan", "per_minute", "per_day",
+                     "created_at", "revoked_at", "banned_until"],
+        "orders": ["id", "pet_id", "quantity", "ship_date", "complete", "status",
+                   "cancelled_at", "cancelled_by"],
+        "pets": ["id", "name"],
+        "revision": ["id", "value"],
+    }
 
 
 def test_migrate_is_idempotent_and_reports_the_version(store: Store) -> None:
     store.import_orders([{"id": 1, "status": "pending"}])
-    assert store.migrate() == SCHEMA_VERSION
-    assert store.migrate() == SCHEMA_VERSION
+    assert store.migrate() == sqlite.SCHEMA_VERSION
+    assert store.migrate() == sqlite.SCHEMA_VERSION
     assert store.count_orders() == 1
 
 
@@ -197,33 +290,30 @@ def test_revoke_keeps_the_first_revocation_time(store: Store) -> None:
 
 
 def test_a_lock_held_past_the_busy_timeout_is_store_unavailable(
-    store: Store, tmp_path: Path
+    store: Store, place: Place
 ) -> None:
     store.import_orders([{"id": 1, "status": "pending"}])
-    blocker = sqlite3.connect(tmp_path / "store.db", isolation_level=None)
-    blocker.execute("BEGIN IMMEDIATE")
-    try:
+    with place.holding_order_lock(1):
         started = time.monotonic()
         with pytest.raises(StoreUnavailable):
             store.cancel_order(1, None, NOW)
         assert time.monotonic() - started < 5, "gave up after the busy timeout, not a hang"
-    finally:
-        blocker.execute("ROLLBACK")
-        blocker.close()
     assert store.cancel_order(1, None, NOW).changed, "recovers once the lock is gone"
 
 
-def test_backup_is_consistent_while_another_connection_writes(store: Store, tmp_path: Path) -> None:
+def test_backup_is_consistent_while_another_connection_writes(
+    store: Store, place: Place, tmp_path: Path
+) -> None:
     store.import_orders({"id": i, "status": "pending"} for i in range(1, 2001))
     stop = threading.Event()
 
     def write() -> None:
-        writer = SQLiteStore(tmp_path / "store.db", busy_timeout_ms=1000)
+        writer = place.open()
         order_id = 1
         while not stop.is_set() and order_id <= 2000:
             writer.cancel_order(order_id, None, NOW)
             order_id += 1
-        writer.close()
+        writer.dispose()
 
     thread = threading.Thread(target=write)
     thread.start()
@@ -232,9 +322,23 @@ def test_backup_is_consistent_while_another_connection_writes(store: Store, tmp_
     finally:
         stop.set()
         thread.join()
-    copy = sqlite3.connect(tmp_path / "copy.db")
-    assert copy.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    assert copy.execute("SELECT count(*) FROM orders").fetchone()[0] == 2000
+    if place.kind == "sqlite":
+        copy = Place("sqlite", str(tmp_path / "copy.db"))
+        assert copy.sql("PRAGMA integrity_check") == [("ok",)]
+        assert copy.sql("SELECT count(*) FROM orders") == [(2000,)]
+        return
+    with postgres_databases(place.database) as create:  # pg_restore into a new database
+        copy = Place("postgresql", create())
+        subprocess.run(["pg_restore", "--no-owner", f"--dbname={copy.database}",
+                        str(tmp_path / "copy.db")], check=True, capture_output=True)
+        assert copy.sql("SELECT count(*) FROM orders") == [(2000,)]
+        cancelled = copy.sql("SELECT count(*) FROM orders WHERE status = 'cancelled'")[0][0]
+        assert copy.sql("SELECT value FROM revision")[0][0] == 2000 + cancelled, (
+            "the revision and the orders are of one snapshot")
+        restored = copy.open()
+        assert restored.migrate() == sqlite.SCHEMA_VERSION
+        assert len(restored.list_orders()) == 2000
+        restored.dispose()
 
 
 def test_count_by_status_names_every_status(store: Store) -> None:
@@ -298,6 +402,7 @@ def test_orders_json_pages_are_the_same_list_from_one_snapshot_in_any_thread(
     in different threads, and a change made half-way is not in them."""
     import json
 
+    assert b"".join(store.orders_json_pages(10)[1]) == b"[]"
     store.import_orders([{"id": i, "petId": i % 5, "quantity": i % 3 or None}
                          for i in range(1, 251)])
     store.cancel_order(17, None, NOW)
@@ -314,19 +419,38 @@ def test_orders_json_pages_are_the_same_list_from_one_snapshot_in_any_thread(
         assert json.loads(b"".join(taken))[shipped - 1]["status"] == "pending"
         revision, body = store.orders_json()  # the next round starts from the new list
 
-    empty = SQLiteStore(Path(store.path).with_name("empty.db"))  # type: ignore[attr-defined]
-    empty.migrate()
-    assert b"".join(empty.orders_json_pages(10)[1]) == b"[]"
-    empty.close()
 
-
-def test_a_stream_closed_half_way_ends_its_read(store: Store) -> None:
-    """A client that leaves half-way: the read transaction ends with it, so a checkpoint
-    can then reset the WAL (a read still open would keep it from doing so)."""
+def test_a_stream_closed_half_way_ends_its_read(store: Store, place: Place) -> None:
+    """A client that leaves half-way: the read transaction ends with it. In SQLite a
+    checkpoint can then reset the WAL (a read still open would keep it from doing so); in
+    PostgreSQL the stream's connection is gone (one left idle in its transaction would
+    hold back vacuum)."""
     store.import_orders([{"id": i} for i in range(1, 101)])
     _, pieces = store.orders_json_pages(10)
     next(pieces), next(pieces)
     pieces.close()  # type: ignore[attr-defined]
     store.cancel_order(1, None, NOW)
-    busy, _, _ = store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()  # type: ignore[attr-defined]
-    assert busy == 0
+    if place.kind == "sqlite":
+        with sqlite3.connect(place.database) as conn:
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        assert busy == 0
+    else:
+        assert place.sql("SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                         "current_database() AND state LIKE 'idle in transaction%'") == [(0,)]
+
+
+def test_a_revision_is_raised_by_hand_edits_too(store: Store, place: Place) -> None:
+    """A change made outside the service (an operator's UPDATE, DELETE or, in PostgreSQL,
+    TRUNCATE) also raises the revision, so no host serves a list cached before it."""
+    store.import_orders([{"id": 1}, {"id": 2}])
+    before = store.revision()
+    place.sql("UPDATE orders SET quantity = 3 WHERE id = 1")
+    assert store.revision() > before
+    before = store.revision()
+    place.sql("DELETE FROM orders WHERE id = 2")
+    assert store.revision() > before
+    if place.kind == "postgresql":
+        before = store.revision()
+        place.sql("TRUNCATE orders")
+        assert store.revision() > before
+    assert store.orders_json()[0] == store.revision()

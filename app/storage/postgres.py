@@ -46,6 +46,13 @@ KEY_COLUMNS = "id, prefix, name, plan, per_minute, per_day, created_at, revoked_
 MIGRATION_LOCK = 0x70657473_0001
 IMPORT_LOCK = 0x70657473_0002
 POOL_WAIT_SECONDS = 2.0  # how long a request waits for a free connection before 503
+# ... and while the database is known to be down, so that an outage answers 503 at once
+# rather than holding every handler thread for the whole wait.
+DOWN_WAIT_SECONDS = 0.25
+# While the database is down the pool retries a connection after 1, 2, 4... seconds; it
+# gives up after this long, and the next request starts again from 1 s. (Its default of
+# five minutes lets the waits grow past a minute, so recovery would lag the database.)
+RECONNECT_SECONDS = 5.0
 CONNECT_TIMEOUT_SECONDS = 2  # libpq's connect_timeout, unless the URL sets one
 # The errors that mean "the database cannot answer now", not "this request is wrong":
 # connection failures, timeouts, shutdowns and full disks (OperationalError, which also
@@ -196,6 +203,7 @@ class PostgresStore:
         self.params = connection_parameters(url)
         self.busy_timeout_ms = busy_timeout_ms
         self._migrated = False
+        self._down = False  # the last attempt found no connection, or a broken one
         self.pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = ConnectionPool(
             pq_conninfo.make_conninfo(**self.params),
             kwargs={"autocommit": True},
@@ -203,6 +211,7 @@ class PostgresStore:
             max_size=pool_size,
             configure=self._configure,
             timeout=POOL_WAIT_SECONDS,
+            reconnect_timeout=RECONNECT_SECONDS,
             name="petstore",
             open=False,
         )
@@ -221,7 +230,7 @@ class PostgresStore:
         (the database was down when this process began)."""
         if not self._migrated:
             self.migrate()
-        with self.pool.connection() as conn:
+        with self.pool.connection(DOWN_WAIT_SECONDS if self._down else None) as conn:
             yield conn
 
     def _call(self, work: Callable[[psycopg.Connection[tuple[Any, ...]]], T],
@@ -235,12 +244,19 @@ class PostgresStore:
         conn = None
         try:
             with self._connection() as conn:
-                return work(conn)
+                result = work(conn)
+            self._down = False
+            return result
         except UNAVAILABLE:
-            if not retry or conn is None or not conn.broken:
+            self._down = conn is None or conn.broken
+            if not retry or not self._down or conn is None:
                 raise
+            # The pool's other idle connections are likely broken too: replace them first.
+            self.pool.check()
         with self._connection() as conn:
-            return work(conn)
+            result = work(conn)
+        self._down = False
+        return result
 
     def _one(self, sql: str, params: tuple[Any, ...] = (),
              retry: bool = True) -> tuple[Any, ...] | None:
@@ -279,10 +295,14 @@ class PostgresStore:
     @_translate_errors
     def check(self) -> dict[str, str]:
         """Facts about a connection for the storage suite and /readyz (commit durability,
-        lock wait); raises StoreUnavailable when the database does not answer."""
+        lock wait); raises StoreUnavailable when the database does not answer, or answers
+        read-only (a standby, as during a failover), since cancels would fail."""
         row = self._one("SELECT current_setting('synchronous_commit'), "
-                        "current_setting('lock_timeout'), current_setting('server_version')")
+                        "current_setting('lock_timeout'), current_setting('server_version'), "
+                        "current_setting('transaction_read_only')")
         assert row is not None
+        if row[3] == "on":
+            raise StoreUnavailable("PostgreSQL: the database is read-only (a standby?)")
         return {"synchronous_commit": row[0], "lock_timeout": row[1], "server_version": row[2]}
 
     # schema ----------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import logging
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
@@ -163,9 +163,29 @@ ORDERS_JSON = ("SELECT (SELECT value FROM revision), '[' || coalesce((SELECT "
 # last id.
 ORDERS_JSON_PAGE = (f"SELECT string_agg({ORDER_JSON}, ',' ORDER BY id), max(id) FROM "
                     "(SELECT * FROM orders WHERE id > %s ORDER BY id LIMIT %s) AS page")
-ORDER_VALUES = "(id, pet_id, quantity, ship_date, complete, status)"
-# An order or pet without an id gets the largest id plus one, as SQLite numbers rows.
-NEXT_ORDER_ID = "coalesce(%s, (SELECT coalesce(max(id), 0) + 1 FROM orders))"
+# An import: its rows copied into a table of the transaction's own, in their order...
+INCOMING_ORDERS = """
+    CREATE TEMPORARY TABLE incoming_orders (
+        position BIGINT NOT NULL, id BIGINT NOT NULL, pet_id BIGINT, quantity BIGINT,
+        ship_date TEXT, complete BOOLEAN NOT NULL, status TEXT NOT NULL
+    ) ON COMMIT DROP
+"""
+COPY_INCOMING = ("COPY incoming_orders (position, id, pet_id, quantity, ship_date, complete, "
+                 "status) FROM STDIN")
+# ... then inserted by one statement. With upsert, the last row of an id wins and replaces
+# the stored order whole (its cancellation too), as SQLite's INSERT OR REPLACE does.
+INSERT_INCOMING = ("INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status) "
+                   "SELECT id, pet_id, quantity, ship_date, complete, status "
+                   "FROM incoming_orders ORDER BY position")
+INSERT_INCOMING_UPSERT = (
+    "INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status) "
+    "SELECT DISTINCT ON (id) id, pet_id, quantity, ship_date, complete, status "
+    "FROM incoming_orders ORDER BY id, position DESC "
+    "ON CONFLICT (id) DO UPDATE SET pet_id = excluded.pet_id, quantity = excluded.quantity, "
+    "ship_date = excluded.ship_date, complete = excluded.complete, status = excluded.status, "
+    "cancelled_at = NULL, cancelled_by = NULL"
+)
+# A pet without an id gets the largest id plus one, as SQLite numbers rows.
 NEXT_PET_ID = "coalesce(%s, (SELECT coalesce(max(id), 0) + 1 FROM pets))"
 
 
@@ -452,24 +472,36 @@ class PostgresStore:
 
     @_translate_errors
     def import_orders(self, orders: Iterable[dict[str, Any]], upsert: bool = False) -> int:
-        """Insert (or with upsert, replace) the orders in one transaction; all or nothing."""
-        sql = (f"INSERT INTO orders {ORDER_VALUES} VALUES ({NEXT_ORDER_ID}, %s, %s, %s, %s, %s)")
-        if upsert:  # a replaced order is the imported one whole, as SQLite's OR REPLACE
-            sql += (" ON CONFLICT (id) DO UPDATE SET pet_id = excluded.pet_id, quantity = "
-                    "excluded.quantity, ship_date = excluded.ship_date, complete = "
-                    "excluded.complete, status = excluded.status, cancelled_at = NULL, "
-                    "cancelled_by = NULL")
-        ids: list[int | None] = []
+        """Insert (or with upsert, replace) the orders in one transaction; all or nothing.
 
-        def rows() -> Iterator[tuple[Any, ...]]:
-            for order in orders:
-                ids.append(order.get("id"))
-                yield (order.get("id"), order.get("petId"), order.get("quantity"),
-                       order.get("shipDate"), bool(order.get("complete", False)),
-                       order.get("status", "pending"))
+        The rows are copied (COPY) into a temporary table, then moved into orders by one
+        INSERT, so that the revision is raised once however many rows come: a statement
+        per row would update the revision row once per row in one transaction, which
+        PostgreSQL does in quadratic time (100,000 rows took two minutes)."""
+        ids: list[int] = []
+
+        def work(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (IMPORT_LOCK,))
+                row = conn.execute("SELECT coalesce(max(id), 0) FROM orders").fetchone()
+                top = int(row[0]) if row else 0
+                conn.execute(INCOMING_ORDERS)
+                with conn.cursor() as cursor, cursor.copy(COPY_INCOMING) as copy:
+                    for position, order in enumerate(orders):
+                        # An order without an id gets the largest id so far plus one, as
+                        # SQLite numbers a row.
+                        order_id = order.get("id")
+                        order_id = top + 1 if order_id is None else int(order_id)
+                        top = max(top, order_id)
+                        ids.append(order_id)
+                        copy.write_row((position, order_id, order.get("petId"),
+                                        order.get("quantity"), order.get("shipDate"),
+                                        bool(order.get("complete", False)),
+                                        order.get("status", "pending")))
+                conn.execute(INSERT_INCOMING_UPSERT if upsert else INSERT_INCOMING)
 
         try:
-            self._call(functools.partial(_insert_all, sql=sql, rows=rows()), retry=False)
+            self._call(work, retry=False)
         except pq_errors.UniqueViolation:
             raise DuplicateOrder(self._call(functools.partial(
                 _first_duplicate, table="orders", ids=ids))) from None
@@ -590,7 +622,8 @@ def _insert_all(conn: psycopg.Connection[Any], sql: str, rows: Iterable[tuple[An
             cursor.executemany(sql, rows)
 
 
-def _first_duplicate(conn: psycopg.Connection[Any], table: str, ids: list[int | None]) -> int:
+def _first_duplicate(conn: psycopg.Connection[Any], table: str,
+                     ids: Sequence[int | None]) -> int:
     """The first id of an import, in its order, that was in the table already or earlier
     in the import: the one SQLite's row-by-row insert would have stopped at."""
     given = [i for i in ids if i is not None]

@@ -175,8 +175,11 @@ def test_orders_come_back_by_id_in_api_names_without_nulls(store: Store) -> None
 
 
 def test_import_assigns_ids_when_rows_have_none(store: Store) -> None:
+    """The largest id so far plus one, as SQLite numbers a row."""
     assert store.import_orders([{"status": "pending"}, {"status": "pending"}]) == 2
     assert [o["id"] for o in store.list_orders()] == [1, 2]
+    assert store.import_orders([{}, {"id": 10}, {}, {"id": 4}, {}]) == 5
+    assert [o["id"] for o in store.list_orders()] == [1, 2, 3, 4, 10, 11, 12]
 
 
 def test_import_is_all_or_nothing_on_a_duplicate_id(store: Store) -> None:
@@ -184,6 +187,9 @@ def test_import_is_all_or_nothing_on_a_duplicate_id(store: Store) -> None:
     with pytest.raises(DuplicateOrder) as info:
         store.import_orders([{"id": 6, "status": "pending"}, {"id": 5, "status": "shipped"}])
     assert info.value.order_id == 5
+    with pytest.raises(DuplicateOrder) as info:
+        store.import_orders([{"id": 8}, {"id": 7}, {"id": 8}, {"id": 5}])
+    assert info.value.order_id == 8, "the first id the import repeats, in its order"
     assert [o["id"] for o in store.list_orders()] == [5]
     assert store.list_orders()[0]["status"] == "pending"
 
@@ -193,6 +199,11 @@ def test_import_with_upsert_replaces_existing_orders(store: Store) -> None:
     store.import_orders([{"id": 5, "status": "shipped", "shipDate": NOW}], upsert=True)
     assert store.list_orders() == [
         {"id": 5, "shipDate": NOW, "complete": False, "status": "shipped"}
+    ]
+    store.import_orders([{"id": 6, "quantity": 1}, {"id": 6, "quantity": 2}, {}], upsert=True)
+    assert store.list_orders()[1:] == [
+        {"id": 6, "quantity": 2, "complete": False, "status": "pending"},  # the last wins
+        {"id": 7, "complete": False, "status": "pending"},
     ]
 
 
@@ -305,6 +316,7 @@ def test_backup_is_consistent_while_another_connection_writes(
     store: Store, place: Place, tmp_path: Path
 ) -> None:
     store.import_orders({"id": i, "status": "pending"} for i in range(1, 2001))
+    imported = store.revision()
     stop = threading.Event()
 
     def write() -> None:
@@ -333,7 +345,7 @@ def test_backup_is_consistent_while_another_connection_writes(
                         str(tmp_path / "copy.db")], check=True, capture_output=True)
         assert copy.sql("SELECT count(*) FROM orders") == [(2000,)]
         cancelled = copy.sql("SELECT count(*) FROM orders WHERE status = 'cancelled'")[0][0]
-        assert copy.sql("SELECT value FROM revision")[0][0] == 2000 + cancelled, (
+        assert copy.sql("SELECT value FROM revision")[0][0] == imported + cancelled, (
             "the revision and the orders are of one snapshot")
         restored = copy.open()
         assert restored.migrate() == sqlite.SCHEMA_VERSION

@@ -46,10 +46,12 @@ $(SPECTRAL): tools/spectral/package.json tools/spectral/package-lock.json
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-## bench: load benchmarks with wrk (installed from Debian's packages where missing)
+## bench: load benchmarks with wrk (installed from Debian's packages where missing); the
+## stores benchmark needs a PostgreSQL (PETSTORE_BENCH_POSTGRES_URL, default the local one)
 bench: $(STAMP)
 	$(BIN)/python -m bench.service
 	$(BIN)/python -m bench.quotas
+	$(BIN)/python -m bench.stores
 	$(BIN)/python -m bench.soak
 
 ## bench-large: peak memory and download time of lists of 10,000 and 1,000,000 orders

@@ -28,11 +28,13 @@ LIST = "/v1/store/orders"
 HUGE = str(10**9)
 
 
-def prepare(folder: Path, orders: int) -> tuple[dict[str, str], str]:
-    """A fresh database with orders and an Enterprise key; its env and the key."""
+def prepare(folder: Path, orders: int,
+            database: str | None = None) -> tuple[dict[str, str], str]:
+    """A fresh database (SQLite in folder, unless another is named) with orders and an
+    Enterprise key; its env and the key."""
     import subprocess
 
-    env = {**os.environ, "PETSTORE_DATABASE": str(folder / "bench.db")}
+    env = {**os.environ, "PETSTORE_DATABASE": database or str(folder / "bench.db")}
     subprocess.run([*PETSTORE, "init"], env=env, check=True, capture_output=True)
     rows = "\n".join(f'{{"id": {i}, "petId": {i % 97}, "quantity": 1}}'
                      for i in range(1, orders + 1))

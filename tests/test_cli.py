@@ -237,3 +237,39 @@ def test_pets_import_and_list(db: Path, tmp_path: Path) -> None:
     assert run(db, "pets", "import", "--upsert", "-",
                input='[{"id": 1, "name": "Rex II"}]').exit_code == 0
     assert "Rex II" in run(db, "pets", "list").stdout
+
+
+def test_a_database_of_an_unknown_kind_is_refused_naming_the_variable(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["init"], env={"PETSTORE_DATABASE": "mysql://db/shop"})
+    assert result.exit_code == 2
+    assert "PETSTORE_DATABASE='mysql://db/shop'" in result.output
+    assert "postgresql://" in result.output
+
+
+def test_sqlite_urls_name_the_same_file_as_a_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  ) -> None:
+    monkeypatch.chdir(tmp_path)
+    relative = CliRunner().invoke(main, ["init", "--demo"],
+                                  env={"PETSTORE_DATABASE": "sqlite:///shop.db"})
+    assert relative.exit_code == 0, relative.output
+    absolute = run(tmp_path / "shop.db", "orders", "list", "--json")
+    assert len(json.loads(absolute.stdout)) == 6
+    again = CliRunner().invoke(main, ["orders", "list", "--json"],
+                               env={"PETSTORE_DATABASE": f"sqlite:///{tmp_path}/shop.db"})
+    assert json.loads(again.stdout) == json.loads(absolute.stdout)
+
+
+def test_postgres_commands_never_print_the_password(postgres_database: str) -> None:
+    """The URL's password is shown as *** by init and by errors alike."""
+    with_password = postgres_database.replace("://", "://postgres:hunter2@", 1) \
+        if "@" not in postgres_database else postgres_database.replace("@", ":hunter2@", 1)
+    result = CliRunner().invoke(main, ["init", "--demo"],
+                                env={"PETSTORE_DATABASE": with_password})
+    assert result.exit_code == 0, result.output
+    assert "hunter2" not in result.output and ":***@" in result.output
+    unreachable = with_password.rsplit("/", 1)[0].rsplit(":", 1)[0] + ":1/nowhere"
+    failed = CliRunner().invoke(main, ["orders", "list"],
+                                env={"PETSTORE_DATABASE": unreachable})
+    assert failed.exit_code == 1
+    assert "cannot open the database" in failed.output and ":***@" in failed.output
+    assert "hunter2" not in failed.output

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import http.client
+import json
 import os
 import signal
 import socket
@@ -95,6 +96,17 @@ class Server:
             return response.status, {k.lower(): v for k, v in response.getheaders()}, body
         finally:
             conn.close()
+
+    def statuses(self, auth: dict[str, str]) -> dict[int, str]:
+        """The order list as {id: status}; the list must answer 200."""
+        status, _, body = self.request("GET", "/v1/store/orders", auth)
+        assert status == 200, body
+        return {order["id"]: order["status"] for order in json.loads(body)}
+
+    def revision(self, auth: dict[str, str]) -> int:
+        """The store's revision, as the list's ETag W/"<version>-<revision>" shows it."""
+        etag = self.request("GET", "/v1/store/orders", auth)[1]["etag"]
+        return int(etag.rsplit("-", 1)[1].rstrip('"'))
 
     def petstore(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run a petstore command against the server's database."""

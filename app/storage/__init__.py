@@ -2,8 +2,9 @@
 
 Every method returns plain dicts or dataclasses, never driver rows: the SQLite store
 (app/storage/sqlite.py) and the PostgreSQL store (app/storage/postgres.py) implement the
-same Protocol and pass the same storage suite. Nothing above this package knows which
-store it has.
+same Protocol and pass the same storage suite; the SQL they have in common (reads, the
+conditional writes, key updates) is written once, in app/storage/statements.py. Nothing
+above this package knows which store it has.
 Orders come back in the API's field names, with absent values left out, never null.
 """
 

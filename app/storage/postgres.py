@@ -32,15 +32,14 @@ from psycopg import errors as pq_errors
 from psycopg_pool import ConnectionPool
 
 from app.errors import DuplicateOrder, DuplicatePet, StoreUnavailable
-from app.storage import ORDER_STATUSES, ApiKey, Transition
+from app.storage import ApiKey, Transition
+from app.storage.statements import KEY_COLUMNS, SqlStore
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
-ORDER_COLUMNS = "id, pet_id, quantity, ship_date, complete, status"
-KEY_COLUMNS = "id, prefix, name, plan, per_minute, per_day, created_at, revoked_at, banned_until"
 # Keys of the transaction-scoped advisory locks that serialise migrations, and imports
 # (which number orders and pets that come without an id: the largest id plus one).
 MIGRATION_LOCK = 0x70657473_0001
@@ -189,24 +188,6 @@ INSERT_INCOMING_UPSERT = (
 NEXT_PET_ID = "coalesce(%s, (SELECT coalesce(max(id), 0) + 1 FROM pets))"
 
 
-def _order(row: tuple[Any, ...]) -> dict[str, Any]:
-    """A row of ORDER_COLUMNS in the API's field names, absent values left out (D1)."""
-    order_id, pet_id, quantity, ship_date, complete, status = row
-    order: dict[str, Any] = {"id": order_id}
-    if pet_id is not None:
-        order["petId"] = pet_id
-    if quantity is not None:
-        order["quantity"] = quantity
-    if ship_date is not None:
-        order["shipDate"] = ship_date
-    order["complete"] = bool(complete)
-    order["status"] = status
-    return order
-
-
-def _key(row: tuple[Any, ...]) -> ApiKey:
-    return ApiKey(*row)
-
 
 def connection_parameters(url: str) -> dict[str, Any]:
     """libpq's parameters for a postgresql:// URL, with our defaults where it sets none."""
@@ -216,8 +197,10 @@ def connection_parameters(url: str) -> dict[str, Any]:
     return params
 
 
-class PostgresStore:
+class PostgresStore(SqlStore):
     """Orders and API keys in one PostgreSQL database, shared by every host."""
+
+    PARAM = "%s"
 
     def __init__(self, url: str, busy_timeout_ms: int = 1000, pool_size: int = 10) -> None:
         self.params = connection_parameters(url)
@@ -352,23 +335,6 @@ class PostgresStore:
     # orders ----------------------------------------------------------------------------
 
     @_translate_errors
-    def list_orders(self, status: str | None = None) -> list[dict[str, Any]]:
-        """Every order (or those with one status), by id, in the API's field names."""
-        sql = f"SELECT {ORDER_COLUMNS} FROM orders"
-        params: tuple[Any, ...] = ()
-        if status is not None:
-            sql += " WHERE status = %s"
-            params = (status,)
-        return [_order(row) for row in self._all(sql + " ORDER BY id", params)]
-
-    @_translate_errors
-    def revision(self) -> int:
-        """A number that every change to the orders raises, from any process or host."""
-        row = self._one("SELECT value FROM revision")
-        assert row is not None
-        return int(row[0])
-
-    @_translate_errors
     def orders_json(self) -> tuple[int, bytes]:
         """Every order as the JSON array list_orders would give, and the revision it is
         of, read in one statement (so one snapshot)."""
@@ -395,40 +361,20 @@ class PostgresStore:
             raise
         return int(row[0]), self._pages(conn, page_size)
 
-    def _pages(self, conn: psycopg.Connection[tuple[Any, ...]], page_size: int) -> Iterator[bytes]:
-        try:
-            yield b"["
-            after, separator = -(2**63), b""
-            while True:
-                try:
-                    row = conn.execute(ORDERS_JSON_PAGE, (after, page_size)).fetchone()
-                except UNAVAILABLE as exc:
-                    raise StoreUnavailable(f"PostgreSQL: {_first_line(exc)}") from exc
-                assert row is not None
-                body, last = row
-                if body is None:
-                    break
-                yield separator + body.encode()
-                after, separator = last, b","
-            yield b"]"
-        finally:
-            conn.close()
-
     @_translate_errors
-    def count_orders(self) -> int:
-        """How many orders the store holds, whatever their status."""
-        row = self._one("SELECT count(*) FROM orders")
+    def _page(self, conn: psycopg.Connection[tuple[Any, ...]], after: int,
+              size: int) -> tuple[str, int] | None:
+        row = conn.execute(ORDERS_JSON_PAGE, (after, size)).fetchone()
         assert row is not None
-        return int(row[0])
+        return None if row[0] is None else (row[0], row[1])
+
+    # what SqlStore builds on ------------------------------------------------------------
 
     @_translate_errors
-    def count_by_status(self) -> dict[str, int]:
-        """How many orders each status holds (every status present, 0 where none)."""
-        counts = dict.fromkeys(ORDER_STATUSES, 0)
-        for status, count in self._all("SELECT status, count(*) FROM orders GROUP BY status"):
-            counts[str(status)] = int(count)
-        return counts
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        return self._all(sql, params)
 
+    @_translate_errors
     def _transition(
         self, update: str, params: tuple[Any, ...], order_id: int, target: str
     ) -> Transition:
@@ -446,29 +392,6 @@ class PostgresStore:
             return Transition(None if row is None else str(row[0]), changed=False)
 
         return self._call(work)
-
-    @_translate_errors
-    def cancel_order(self, order_id: int, key_id: int | None, now: str) -> Transition:
-        """Cancel the order if it is pending, in one conditional write, recording when and
-        by which key. Of many concurrent calls, exactly one reports changed."""
-        return self._transition(
-            "UPDATE orders SET status = 'cancelled', cancelled_at = %s, cancelled_by = %s "
-            "WHERE id = %s AND status = 'pending'",
-            (now, key_id, order_id),
-            order_id,
-            "cancelled",
-        )
-
-    @_translate_errors
-    def ship_order(self, order_id: int, ship_date: str) -> Transition:
-        """Mark the order shipped on ship_date if it is pending, in one conditional write."""
-        return self._transition(
-            "UPDATE orders SET status = 'shipped', ship_date = %s "
-            "WHERE id = %s AND status = 'pending'",
-            (ship_date, order_id),
-            order_id,
-            "shipped",
-        )
 
     @_translate_errors
     def import_orders(self, orders: Iterable[dict[str, Any]], upsert: bool = False) -> int:
@@ -508,18 +431,6 @@ class PostgresStore:
         return len(ids)
 
     # pets -------------------------------------------------------------------------------
-
-    @_translate_errors
-    def list_pets(self) -> list[dict[str, Any]]:
-        """Every pet, by id: {"id", "name"}."""
-        return [{"id": row[0], "name": row[1]}
-                for row in self._all("SELECT id, name FROM pets ORDER BY id")]
-
-    @_translate_errors
-    def get_pet(self, pet_id: int) -> dict[str, Any] | None:
-        """The pet with this id, or None."""
-        row = self._one("SELECT id, name FROM pets WHERE id = %s", (pet_id,))
-        return None if row is None else {"id": row[0], "name": row[1]}
 
     @_translate_errors
     def import_pets(self, pets: Iterable[dict[str, Any]], upsert: bool = False) -> int:
@@ -563,55 +474,13 @@ class PostgresStore:
             retry=False,  # a second insert of a key that was stored would be refused
         )
         assert row is not None
-        return _key(row)
-
-    def _one_key(self, where: str, value: Any) -> ApiKey | None:
-        row = self._one(f"SELECT {KEY_COLUMNS} FROM api_keys WHERE {where} = %s", (value,))
-        return None if row is None else _key(row)
+        return ApiKey(*row)
 
     @_translate_errors
-    def find_key(self, digest: str) -> ApiKey | None:
-        """The key whose full digest this is, revoked or not; None when there is none."""
-        return self._one_key("digest", digest)
-
-    @_translate_errors
-    def get_key(self, key_id: int) -> ApiKey | None:
-        """The key with this id, or None."""
-        return self._one_key("id", key_id)
-
-    @_translate_errors
-    def list_keys(self) -> list[ApiKey]:
-        """Every key, by id."""
-        return [_key(row) for row in self._all(f"SELECT {KEY_COLUMNS} FROM api_keys ORDER BY id")]
-
     def _update_key(self, key_id: int, assignments: str, params: tuple[Any, ...]) -> ApiKey | None:
         row = self._one(f"UPDATE api_keys SET {assignments} WHERE id = %s RETURNING {KEY_COLUMNS}",
                         (*params, key_id))
-        return None if row is None else _key(row)
-
-    @_translate_errors
-    def set_plan(
-        self, key_id: int, plan: str, per_minute: int | None, per_day: int | None
-    ) -> ApiKey | None:
-        """Move the key to another plan (enterprise keys carry their own numbers)."""
-        return self._update_key(
-            key_id, "plan = %s, per_minute = %s, per_day = %s", (plan, per_minute, per_day)
-        )
-
-    @_translate_errors
-    def ban_key(self, key_id: int, until: str) -> ApiKey | None:
-        """Ban the key until the given time (ISO 8601 UTC)."""
-        return self._update_key(key_id, "banned_until = %s", (until,))
-
-    @_translate_errors
-    def unban_key(self, key_id: int) -> ApiKey | None:
-        """Lift the key's ban, if any."""
-        return self._update_key(key_id, "banned_until = NULL", ())
-
-    @_translate_errors
-    def revoke_key(self, key_id: int, now: str) -> ApiKey | None:
-        """Mark the key revoked (once; a second call keeps the first time) and return it."""
-        return self._update_key(key_id, "revoked_at = coalesce(revoked_at, %s)", (now,))
+        return None if row is None else ApiKey(*row)
 
 
 def _insert_all(conn: psycopg.Connection[Any], sql: str, rows: Iterable[tuple[Any, ...]]) -> None:

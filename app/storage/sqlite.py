@@ -19,13 +19,11 @@ from typing import Any, ParamSpec, TypeVar
 import sqlite_utils
 
 from app.errors import DuplicateOrder, DuplicatePet, StoreUnavailable
-from app.storage import ORDER_STATUSES, ApiKey, Transition
+from app.storage import ApiKey, Transition
+from app.storage.statements import SqlStore
 
 P = ParamSpec("P")
 T = TypeVar("T")
-
-ORDER_COLUMNS = "id, pet_id, quantity, ship_date, complete, status"
-KEY_COLUMNS = "id, prefix, name, plan, per_minute, per_day, created_at, revoked_at, banned_until"
 
 
 def _translate_errors(method: Callable[P, T]) -> Callable[P, T]:
@@ -40,24 +38,6 @@ def _translate_errors(method: Callable[P, T]) -> Callable[P, T]:
 
     return wrapper
 
-
-def _order(row: tuple[Any, ...]) -> dict[str, Any]:
-    """A row of ORDER_COLUMNS in the API's field names, absent values left out (D1)."""
-    order_id, pet_id, quantity, ship_date, complete, status = row
-    order: dict[str, Any] = {"id": order_id}
-    if pet_id is not None:
-        order["petId"] = pet_id
-    if quantity is not None:
-        order["quantity"] = quantity
-    if ship_date is not None:
-        order["shipDate"] = ship_date
-    order["complete"] = bool(complete)
-    order["status"] = status
-    return order
-
-
-def _key(row: dict[str, Any]) -> ApiKey:
-    return ApiKey(**row)
 
 
 def _create_schema_v1(db: sqlite_utils.Database) -> None:
@@ -124,7 +104,7 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
 )
 
 # The whole list as JSON, built by SQLite: reading rows into Python dicts costs about ten
-# times encoding them (DESIGN.md). Same fields and rules as _order (absent values left
+# times encoding them (DESIGN.md). Same fields and rules as order_fields (absent values left
 # out); id is the rowid, so the scan is in id order.
 # One order as list_orders gives it, as JSON text built by SQLite: no row objects, no dicts.
 ORDER_JSON = """
@@ -142,8 +122,10 @@ ORDERS_JSON_PAGE = (f"SELECT group_concat({ORDER_JSON}, ','), max(id) FROM "
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-class SQLiteStore:
+class SQLiteStore(SqlStore):
     """Orders and API keys in one SQLite file."""
+
+    PARAM = "?"
 
     def __init__(self, path: str | Path, busy_timeout_ms: int = 1000) -> None:
         self.path = str(path)
@@ -254,22 +236,6 @@ class SQLiteStore:
     # orders ----------------------------------------------------------------------------
 
     @_translate_errors
-    def list_orders(self, status: str | None = None) -> list[dict[str, Any]]:
-        """Every order (or those with one status), by id, in the API's field names."""
-        sql = f"SELECT {ORDER_COLUMNS} FROM orders"
-        params: tuple[Any, ...] = ()
-        if status is not None:
-            sql += " WHERE status = ?"
-            params = (status,)
-        rows = self.db.execute(sql + " ORDER BY id", params).fetchall()
-        return [_order(row) for row in rows]
-
-    @_translate_errors
-    def revision(self) -> int:
-        """A number that every change to the orders raises, from any process."""
-        return int(self.db.execute("SELECT value FROM revision").fetchone()[0])
-
-    @_translate_errors
     def orders_json(self) -> tuple[int, bytes]:
         """Every order as the JSON array list_orders would give, and the revision it is
         of, read in one transaction."""
@@ -297,73 +263,26 @@ class SQLiteStore:
             raise
         return revision, self._pages(conn, page_size)
 
-    def _pages(self, conn: sqlite3.Connection, page_size: int) -> Iterator[bytes]:
-        try:
-            yield b"["
-            after, separator = None, b""
-            while True:
-                try:
-                    body, last = conn.execute(ORDERS_JSON_PAGE,
-                                              (after if after is not None else -(2**63),
-                                               page_size)).fetchone()
-                except sqlite3.OperationalError as exc:
-                    raise StoreUnavailable(f"SQLite: {exc}") from exc
-                if body is None:
-                    break
-                yield separator + body.encode()
-                after, separator = last, b","
-            yield b"]"
-        finally:
-            conn.close()
+    @_translate_errors
+    def _page(self, conn: sqlite3.Connection, after: int, size: int) -> tuple[str, int] | None:
+        body, last = conn.execute(ORDERS_JSON_PAGE, (after, size)).fetchone()
+        return None if body is None else (body, last)
+
+    # what SqlStore builds on ------------------------------------------------------------
 
     @_translate_errors
-    def count_orders(self) -> int:
-        """How many orders the store holds, whatever their status."""
-        return int(self.db.execute("SELECT count(*) FROM orders").fetchone()[0])
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        return list(self.db.execute(sql, params).fetchall())
 
+    @_translate_errors
     def _transition(
         self, update: str, params: tuple[Any, ...], order_id: int, target: str
     ) -> Transition:
-        """Run a conditional UPDATE to target (its WHERE clause requires status = 'pending');
-        when it changes nothing, read the status in the same transaction to say why."""
         with self._write() as db:
             if db.execute(update, params).rowcount == 1:
                 return Transition(target, changed=True)
             row = db.execute("SELECT status FROM orders WHERE id = ?", (order_id,)).fetchone()
         return Transition(None if row is None else str(row[0]), changed=False)
-
-    @_translate_errors
-    def count_by_status(self) -> dict[str, int]:
-        """How many orders each status holds (every status present, 0 where none)."""
-        counts = dict.fromkeys(ORDER_STATUSES, 0)
-        for status, count in self.db.execute(
-            "SELECT status, count(*) FROM orders GROUP BY status"
-        ).fetchall():
-            counts[str(status)] = int(count)
-        return counts
-
-    @_translate_errors
-    def cancel_order(self, order_id: int, key_id: int | None, now: str) -> Transition:
-        """Cancel the order if it is pending, in one conditional write, recording when and
-        by which key. Of many concurrent calls, exactly one reports changed."""
-        return self._transition(
-            "UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancelled_by = ? "
-            "WHERE id = ? AND status = 'pending'",
-            (now, key_id, order_id),
-            order_id,
-            "cancelled",
-        )
-
-    @_translate_errors
-    def ship_order(self, order_id: int, ship_date: str) -> Transition:
-        """Mark the order shipped on ship_date if it is pending, in one conditional write."""
-        return self._transition(
-            "UPDATE orders SET status = 'shipped', ship_date = ? "
-            "WHERE id = ? AND status = 'pending'",
-            (ship_date, order_id),
-            order_id,
-            "shipped",
-        )
 
     @_translate_errors
     def import_orders(self, orders: Iterable[dict[str, Any]], upsert: bool = False) -> int:
@@ -394,17 +313,6 @@ class SQLiteStore:
         return count
 
     # pets -------------------------------------------------------------------------------
-
-    @_translate_errors
-    def list_pets(self) -> list[dict[str, Any]]:
-        """Every pet, by id: {"id", "name"}."""
-        return list(self.db.query("SELECT id, name FROM pets ORDER BY id"))
-
-    @_translate_errors
-    def get_pet(self, pet_id: int) -> dict[str, Any] | None:
-        """The pet with this id, or None."""
-        rows = list(self.db.query("SELECT id, name FROM pets WHERE id = ?", (pet_id,)))
-        return rows[0] if rows else None
 
     @_translate_errors
     def import_pets(self, pets: Iterable[dict[str, Any]], upsert: bool = False) -> int:
@@ -447,55 +355,8 @@ class SQLiteStore:
         assert key is not None
         return key
 
-    def _one_key(self, where: str, value: Any) -> ApiKey | None:
-        rows = list(
-            self.db.query(f"SELECT {KEY_COLUMNS} FROM api_keys WHERE {where} = ?", (value,))
-        )
-        return _key(rows[0]) if rows else None
-
     @_translate_errors
-    def find_key(self, digest: str) -> ApiKey | None:
-        """The key whose full digest this is, revoked or not; None when there is none."""
-        return self._one_key("digest", digest)
-
-    @_translate_errors
-    def get_key(self, key_id: int) -> ApiKey | None:
-        """The key with this id, or None."""
-        return self._one_key("id", key_id)
-
-    @_translate_errors
-    def list_keys(self) -> list[ApiKey]:
-        """Every key, by id."""
-        return [
-            _key(row)
-            for row in self.db.query(f"SELECT {KEY_COLUMNS} FROM api_keys ORDER BY id")
-        ]
-
     def _update_key(self, key_id: int, assignments: str, params: tuple[Any, ...]) -> ApiKey | None:
         with self._write() as db:
             db.execute(f"UPDATE api_keys SET {assignments} WHERE id = ?", (*params, key_id))
         return self.get_key(key_id)
-
-    @_translate_errors
-    def set_plan(
-        self, key_id: int, plan: str, per_minute: int | None, per_day: int | None
-    ) -> ApiKey | None:
-        """Move the key to another plan (enterprise keys carry their own numbers)."""
-        return self._update_key(
-            key_id, "plan = ?, per_minute = ?, per_day = ?", (plan, per_minute, per_day)
-        )
-
-    @_translate_errors
-    def ban_key(self, key_id: int, until: str) -> ApiKey | None:
-        """Ban the key until the given time (ISO 8601 UTC)."""
-        return self._update_key(key_id, "banned_until = ?", (until,))
-
-    @_translate_errors
-    def unban_key(self, key_id: int) -> ApiKey | None:
-        """Lift the key's ban, if any."""
-        return self._update_key(key_id, "banned_until = NULL", ())
-
-    @_translate_errors
-    def revoke_key(self, key_id: int, now: str) -> ApiKey | None:
-        """Mark the key revoked (once; a second call keeps the first time) and return it."""
-        return self._update_key(key_id, "revoked_at = coalesce(revoked_at, ?)", (now,))

@@ -38,15 +38,6 @@ def _import(server: Server, count: int) -> None:
                    env=server.env, check=True, capture_output=True, text=True)
 
 
-def _revision(server: Server, auth: dict[str, str]) -> int:
-    etag = server.request("GET", LIST, auth)[1]["etag"]  # W/"<version>-<revision>"
-    return int(etag.rsplit("-", 1)[1].rstrip('"'))
-
-
-def _statuses(server: Server, auth: dict[str, str]) -> dict[int, str]:
-    status, _, body = server.request("GET", LIST, auth)
-    assert status == 200
-    return {order["id"]: order["status"] for order in json.loads(body)}
 
 
 def test_fifty_concurrent_cancels_of_one_order_over_two_workers_record_one(
@@ -55,7 +46,7 @@ def test_fifty_concurrent_cancels_of_one_order_over_two_workers_record_one(
     with serving(tmp_path, *TWO_WORKERS, **NO_QUOTAS) as server:
         auth = _key(server)
         _import(server, 3)
-        before = _revision(server, auth)
+        before = server.revision(auth)
         barrier = threading.Barrier(50)
 
         def cancel(_: int) -> int:
@@ -65,9 +56,9 @@ def test_fifty_concurrent_cancels_of_one_order_over_two_workers_record_one(
         with ThreadPoolExecutor(50) as pool:
             answers = list(pool.map(cancel, range(50)))
         assert answers == [204] * 50  # cancelling a cancelled order changes nothing (D3)
-        assert _statuses(server, auth) == {1: "pending", 2: "cancelled", 3: "pending"}
+        assert server.statuses(auth) == {1: "pending", 2: "cancelled", 3: "pending"}
         # Every change to an order raises the revision by one: one cancellation recorded.
-        assert _revision(server, auth) == before + 1
+        assert server.revision(auth) == before + 1
 
 
 def test_cancels_racing_the_cli_ship_end_each_order_cancelled_or_shipped(
@@ -92,7 +83,7 @@ def test_cancels_racing_the_cli_ship_end_each_order_cancelled_or_shipped(
             cancels = dict(zip(range(1, count + 1), pool.map(cancel, range(1, count + 1)),
                                strict=True))
         said = ship.communicate(timeout=60)[0]
-        final = _statuses(server, auth)
+        final = server.statuses(auth)
 
     for order_id in range(1, count + 1):
         line = next(line for line in said.splitlines() if line.startswith(f"order {order_id}:"))
@@ -147,7 +138,7 @@ def test_kill_9_of_master_and_workers_loses_no_acknowledged_cancel(tmp_path: Pat
     with sqlite3.connect(database) as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     with serving(tmp_path, **NO_QUOTAS) as again:
-        statuses = _statuses(again, auth)
+        statuses = again.statuses(auth)
     lost = [order_id for order_id in acknowledged if statuses[order_id] != "cancelled"]
     assert lost == []
 

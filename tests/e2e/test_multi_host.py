@@ -89,7 +89,7 @@ def test_a_free_keys_seventy_requests_over_two_hosts_get_exactly_sixty(hosts: Ho
 def test_fifty_concurrent_cancels_over_two_hosts_record_one_cancellation(hosts: Hosts) -> None:
     auth = hosts.key("enterprise", "--per-minute", "100000", "--per-day", "1000000")
     hosts.orders(1, first=1000)
-    before = _revision(hosts.a, auth)
+    before = hosts.a.revision(auth)
     barrier = threading.Barrier(50)
 
     def cancel(i: int) -> int:
@@ -99,11 +99,11 @@ def test_fifty_concurrent_cancels_over_two_hosts_record_one_cancellation(hosts: 
     with ThreadPoolExecutor(50) as pool:
         answers = list(pool.map(cancel, range(50)))
     print(f"\n50 concurrent cancels over two hosts: {dict(Counter(answers))}, "
-          f"revision {before} -> {_revision(hosts.b, auth)}")
+          f"revision {before} -> {hosts.b.revision(auth)}")
     assert answers == [204] * 50  # cancelling a cancelled order changes nothing (D3)
-    assert _statuses(hosts.b, auth)[1000] == "cancelled"
+    assert hosts.b.statuses(auth)[1000] == "cancelled"
     # Every change to the orders raises the revision by one: one cancellation recorded.
-    assert _revision(hosts.a, auth) == _revision(hosts.b, auth) == before + 1
+    assert hosts.a.revision(auth) == hosts.b.revision(auth) == before + 1
 
 
 def test_a_cancel_on_one_host_is_seen_by_a_list_on_the_other_at_once(hosts: Hosts) -> None:
@@ -111,7 +111,7 @@ def test_a_cancel_on_one_host_is_seen_by_a_list_on_the_other_at_once(hosts: Host
     hosts.orders(20, first=2000)
     for i in range(2000, 2020):
         here, there = hosts.of(i), hosts.of(i + 1)
-        assert _statuses(there, auth)[i] == "pending"  # the other host's list is cached now
+        assert there.statuses(auth)[i] == "pending"  # the other host's list is cached now
         etag = there.request("GET", LIST, auth)[1]["etag"]
         assert there.request("GET", LIST, {**auth, "If-None-Match": etag})[0] == 304
         assert here.request("DELETE", f"{LIST}/{i}", auth)[0] == 204
@@ -127,12 +127,3 @@ def test_a_cancel_on_one_host_is_seen_by_a_list_on_the_other_at_once(hosts: Host
         assert server.request("DELETE", f"{LIST}/999999", auth)[0] == 404
 
 
-def _revision(server: Server, auth: dict[str, str]) -> int:
-    etag = server.request("GET", LIST, auth)[1]["etag"]  # W/"<version>-<revision>"
-    return int(etag.rsplit("-", 1)[1].rstrip('"'))
-
-
-def _statuses(server: Server, auth: dict[str, str]) -> dict[int, str]:
-    status, _, body = server.request("GET", LIST, auth)
-    assert status == 200
-    return {order["id"]: order["status"] for order in json.loads(body)}

@@ -70,11 +70,6 @@ def _assert_unavailable(answer: tuple[int, dict[str, str], bytes]) -> None:
     assert b"Traceback" not in body and b"psycopg" not in body
 
 
-def _statuses(server: Server, auth: dict[str, str]) -> dict[int, str]:
-    status, _, body = server.request("GET", LIST, auth)
-    assert status == 200
-    return {order["id"]: order["status"] for order in json.loads(body)}
-
 
 def _wait_for(server: Server, auth: dict[str, str], deadline: float) -> tuple[float, float]:
     """Seconds until a list first answers 200 again, and until 20 lists in a row do (each
@@ -134,7 +129,7 @@ def test_an_unreachable_database_is_503_with_retry_after_and_recovers_by_itself(
           f"{first:.2f} s, 20 in a row by {steady:.2f} s")
     assert _timed(server, "DELETE", f"{LIST}/{order_id}", auth)[0] == 204
     assert _timed(server, "GET", "/readyz", {})[0] == 200
-    statuses = _statuses(server, auth)
+    statuses = server.statuses(auth)
     assert all(statuses[i] == "pending" for i in refused), "a refused cancel changed nothing"
     assert statuses[1] == statuses[order_id] == "cancelled"
 
@@ -160,7 +155,7 @@ def test_a_failover_drops_connections_without_a_single_refusal(
             answers[_timed(server, "GET", LIST, auth)[0]] += 1
         print(f"\nfailover {round_ + 1}: {dropped} connections dropped, then {dict(answers)}")
         assert answers == {204: 20, 200: 20}
-    assert set(_statuses(server, auth).values()) == {"cancelled"}
+    assert set(server.statuses(auth).values()) == {"cancelled"}
 
 
 def test_a_read_only_database_refuses_cancels_with_503_and_readyz_says_so(
@@ -188,4 +183,4 @@ def test_a_read_only_database_refuses_cancels_with_503_and_readyz_says_so(
     _terminate_connections(database)
     assert _timed(server, "DELETE", f"{LIST}/1", auth)[0] == 204
     assert _timed(server, "GET", "/readyz", {})[0] == 200
-    assert _statuses(server, auth)[1] == "cancelled"
+    assert server.statuses(auth)[1] == "cancelled"

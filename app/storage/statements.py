@@ -1,0 +1,185 @@
+"""What the SQLite and PostgreSQL stores say alike, written once.
+
+Both stores hold the same tables (the same migrations, in each one's dialect), so the
+reads, the conditional writes and the key updates are the same SQL; only the placeholder
+differs (``?`` for sqlite3, ``%s`` for psycopg). SqlStore writes them with the store's
+PARAM and leaves three things to each store: running a read (_rows), running a conditional
+order write in one transaction (_transition) and running a key update (_update_key), each
+turning the database's failures into StoreUnavailable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+from app.storage import ORDER_STATUSES, ApiKey, Transition
+
+ORDER_COLUMNS = "id, pet_id, quantity, ship_date, complete, status"
+KEY_COLUMNS = "id, prefix, name, plan, per_minute, per_day, created_at, revoked_at, banned_until"
+
+
+def order_fields(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A row of ORDER_COLUMNS in the API's field names, absent values left out (D1)."""
+    order_id, pet_id, quantity, ship_date, complete, status = row
+    order: dict[str, Any] = {"id": order_id}
+    if pet_id is not None:
+        order["petId"] = pet_id
+    if quantity is not None:
+        order["quantity"] = quantity
+    if ship_date is not None:
+        order["shipDate"] = ship_date
+    order["complete"] = bool(complete)
+    order["status"] = status
+    return order
+
+
+class SqlStore:
+    """The Store methods whose SQL is the same in both databases."""
+
+    PARAM: ClassVar[str]
+    """The driver's placeholder for a parameter."""
+
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Every row the query gives."""
+        raise NotImplementedError
+
+    def _transition(
+        self, update: str, params: tuple[Any, ...], order_id: int, target: str
+    ) -> Transition:
+        """Run a conditional UPDATE to target (its WHERE clause requires status = 'pending');
+        when it changes nothing, read the status in the same transaction to say why."""
+        raise NotImplementedError
+
+    def _update_key(self, key_id: int, assignments: str, params: tuple[Any, ...]) -> ApiKey | None:
+        """Run UPDATE api_keys SET assignments for the key; the key as it is now, or None."""
+        raise NotImplementedError
+
+    def _page(self, conn: Any, after: int, size: int) -> tuple[str, int] | None:
+        """On conn, the JSON of up to size orders whose ids follow after, comma-separated,
+        and the last one's id; None past the end."""
+        raise NotImplementedError
+
+    def _pages(self, conn: Any, page_size: int) -> Iterator[bytes]:
+        """The whole list as a JSON array, page_size orders a piece, read on conn (a
+        connection of this read's own, in one transaction), closed when the pieces run out
+        or the generator is closed."""
+        try:
+            yield b"["
+            after, separator = -(2**63), b""
+            while True:
+                page = self._page(conn, after, page_size)
+                if page is None:
+                    break
+                body, after = page
+                yield separator + body.encode()
+                separator = b","
+            yield b"]"
+        finally:
+            conn.close()
+
+    def _one_value(self, sql: str) -> int:
+        return int(self._rows(sql)[0][0])
+
+    # orders -----------------------------------------------------------------------------
+
+    def list_orders(self, status: str | None = None) -> list[dict[str, Any]]:
+        """Every order (or those with one status), by id, in the API's field names."""
+        sql = f"SELECT {ORDER_COLUMNS} FROM orders"
+        params: tuple[Any, ...] = ()
+        if status is not None:
+            sql += f" WHERE status = {self.PARAM}"
+            params = (status,)
+        return [order_fields(row) for row in self._rows(sql + " ORDER BY id", params)]
+
+    def revision(self) -> int:
+        """A number that every change to the orders raises, from any process or host."""
+        return self._one_value("SELECT value FROM revision")
+
+    def count_orders(self) -> int:
+        """How many orders the store holds, whatever their status."""
+        return self._one_value("SELECT count(*) FROM orders")
+
+    def count_by_status(self) -> dict[str, int]:
+        """How many orders each status holds (every status present, 0 where none)."""
+        counts = dict.fromkeys(ORDER_STATUSES, 0)
+        for status, count in self._rows("SELECT status, count(*) FROM orders GROUP BY status"):
+            counts[str(status)] = int(count)
+        return counts
+
+    def cancel_order(self, order_id: int, key_id: int | None, now: str) -> Transition:
+        """Cancel the order if it is pending, in one conditional write, recording when and
+        by which key. Of many concurrent calls, exactly one reports changed."""
+        p = self.PARAM
+        return self._transition(
+            f"UPDATE orders SET status = 'cancelled', cancelled_at = {p}, cancelled_by = {p} "
+            f"WHERE id = {p} AND status = 'pending'",
+            (now, key_id, order_id),
+            order_id,
+            "cancelled",
+        )
+
+    def ship_order(self, order_id: int, ship_date: str) -> Transition:
+        """Mark the order shipped on ship_date if it is pending, in one conditional write."""
+        p = self.PARAM
+        return self._transition(
+            f"UPDATE orders SET status = 'shipped', ship_date = {p} "
+            f"WHERE id = {p} AND status = 'pending'",
+            (ship_date, order_id),
+            order_id,
+            "shipped",
+        )
+
+    # pets -------------------------------------------------------------------------------
+
+    def list_pets(self) -> list[dict[str, Any]]:
+        """Every pet, by id: {"id", "name"}."""
+        return [{"id": pet_id, "name": name}
+                for pet_id, name in self._rows("SELECT id, name FROM pets ORDER BY id")]
+
+    def get_pet(self, pet_id: int) -> dict[str, Any] | None:
+        """The pet with this id, or None."""
+        rows = self._rows(f"SELECT id, name FROM pets WHERE id = {self.PARAM}", (pet_id,))
+        return {"id": rows[0][0], "name": rows[0][1]} if rows else None
+
+    # API keys ---------------------------------------------------------------------------
+
+    def _key_where(self, column: str, value: Any) -> ApiKey | None:
+        rows = self._rows(
+            f"SELECT {KEY_COLUMNS} FROM api_keys WHERE {column} = {self.PARAM}", (value,)
+        )
+        return ApiKey(*rows[0]) if rows else None
+
+    def find_key(self, digest: str) -> ApiKey | None:
+        """The key whose full digest this is, revoked or not; None when there is none."""
+        return self._key_where("digest", digest)
+
+    def get_key(self, key_id: int) -> ApiKey | None:
+        """The key with this id, or None."""
+        return self._key_where("id", key_id)
+
+    def list_keys(self) -> list[ApiKey]:
+        """Every key, by id."""
+        rows = self._rows(f"SELECT {KEY_COLUMNS} FROM api_keys ORDER BY id")
+        return [ApiKey(*row) for row in rows]
+
+    def set_plan(
+        self, key_id: int, plan: str, per_minute: int | None, per_day: int | None
+    ) -> ApiKey | None:
+        """Move the key to another plan (enterprise keys carry their own numbers)."""
+        p = self.PARAM
+        return self._update_key(
+            key_id, f"plan = {p}, per_minute = {p}, per_day = {p}", (plan, per_minute, per_day)
+        )
+
+    def ban_key(self, key_id: int, until: str) -> ApiKey | None:
+        """Ban the key until the given time (ISO 8601 UTC)."""
+        return self._update_key(key_id, f"banned_until = {self.PARAM}", (until,))
+
+    def unban_key(self, key_id: int) -> ApiKey | None:
+        """Lift the key's ban, if any."""
+        return self._update_key(key_id, "banned_until = NULL", ())
+
+    def revoke_key(self, key_id: int, now: str) -> ApiKey | None:
+        """Mark the key revoked (once; a second call keeps the first time) and return it."""
+        return self._update_key(key_id, f"revoked_at = coalesce(revoked_at, {self.PARAM})", (now,))

@@ -188,7 +188,6 @@ INSERT_INCOMING_UPSERT = (
 NEXT_PET_ID = "coalesce(%s, (SELECT coalesce(max(id), 0) + 1 FROM pets))"
 
 
-
 def connection_parameters(url: str) -> dict[str, Any]:
     """libpq's parameters for a postgresql:// URL, with our defaults where it sets none."""
     params = pq_conninfo.conninfo_to_dict(url)

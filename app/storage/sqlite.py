@@ -39,7 +39,6 @@ def _translate_errors(method: Callable[P, T]) -> Callable[P, T]:
     return wrapper
 
 
-
 def _create_schema_v1(db: sqlite_utils.Database) -> None:
     db["api_keys"].create(  # type: ignore[union-attr]
         {
@@ -272,7 +271,7 @@ class SQLiteStore(SqlStore):
 
     @_translate_errors
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        return list(self.db.execute(sql, params).fetchall())
+        return self.db.execute(sql, params).fetchall()
 
     @_translate_errors
     def _transition(

@@ -3,9 +3,9 @@
 Both stores hold the same tables (the same migrations, in each one's dialect), so the
 reads, the conditional writes and the key updates are the same SQL; only the placeholder
 differs (``?`` for sqlite3, ``%s`` for psycopg). SqlStore writes them with the store's
-PARAM and leaves three things to each store: running a read (_rows), running a conditional
-order write in one transaction (_transition) and running a key update (_update_key), each
-turning the database's failures into StoreUnavailable.
+PARAM and leaves four things to each store, each turning the database's failures into
+StoreUnavailable: running a read (_rows), a conditional order write in one transaction
+(_transition), a key update (_update_key), and one page of the streamed list (_page).
 """
 
 from __future__ import annotations

@@ -38,8 +38,6 @@ def _import(server: Server, count: int) -> None:
                    env=server.env, check=True, capture_output=True, text=True)
 
 
-
-
 def test_fifty_concurrent_cancels_of_one_order_over_two_workers_record_one(
     tmp_path: Path,
 ) -> None:

@@ -125,5 +125,3 @@ def test_a_cancel_on_one_host_is_seen_by_a_list_on_the_other_at_once(hosts: Host
     for server in (hosts.a, hosts.b):
         assert server.request("DELETE", f"{LIST}/2100", auth)[0] == 409
         assert server.request("DELETE", f"{LIST}/999999", auth)[0] == 404
-
-

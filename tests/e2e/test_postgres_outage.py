@@ -70,7 +70,6 @@ def _assert_unavailable(answer: tuple[int, dict[str, str], bytes]) -> None:
     assert b"Traceback" not in body and b"psycopg" not in body
 
 
-
 def _wait_for(server: Server, auth: dict[str, str], deadline: float) -> tuple[float, float]:
     """Seconds until a list first answers 200 again, and until 20 lists in a row do (each
     on a connection of its own, so both workers have recovered)."""

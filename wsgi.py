@@ -1,5 +1,5 @@
 """The ASGI app gunicorn serves: `gunicorn -k uvicorn_worker.UvicornWorker wsgi:app`."""
 
-from app import create_app
+from app.web import create_app
 
 app = create_app()

@@ -18,10 +18,12 @@ from typing import IO, Any
 
 import click
 
-from app import auth, orders, pets
-from app.config import Settings, SettingsError
-from app.errors import DuplicateOrder, DuplicatePet, PetstoreError
-from app.storage import ORDER_STATUSES, PLANS, ApiKey, Store, open_store, redacted
+from app.core import keys as api_keys
+from app.core import orders, pets
+from app.core.config import Settings, SettingsError, redacted
+from app.core.errors import DuplicateOrder, DuplicatePet, PetstoreError
+from app.core.storage import Store, open_store
+from app.core.storage.records import ORDER_STATUSES, PLANS, ApiKey
 
 DEMO_ORDERS: tuple[dict[str, Any], ...] = (
     {"petId": 1, "quantity": 1, "status": "pending"},
@@ -110,7 +112,7 @@ def keys() -> None:
 def _create_key(
     store: Store, *, plan: str, name: str, per_minute: int | None, per_day: int | None
 ) -> tuple[str, ApiKey]:
-    new = auth.generate_key()
+    new = api_keys.generate_key()
     key = store.create_key(
         digest=new.digest,
         prefix=new.prefix,
@@ -459,7 +461,7 @@ def pets_list(as_json: bool) -> None:
 @click.option("--bind", help="Address to listen on (default PETSTORE_BIND, 127.0.0.1:8080).")
 @click.option("--workers", type=click.IntRange(min=1), help="Worker processes (default 1).")
 def serve(bind: str | None, workers: int | None) -> None:
-    """Serve the API with gunicorn and the uvicorn worker (app/gunicorn_conf.py).
+    """Serve the API with gunicorn and the uvicorn worker (app/web/gunicorn_conf.py).
 
     The database is created or migrated first. Stop with Ctrl-C or SIGTERM: requests in
     flight get PETSTORE_GRACEFUL_TIMEOUT seconds to finish.
@@ -482,7 +484,7 @@ def serve(bind: str | None, workers: int | None) -> None:
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR",
                           tempfile.mkdtemp(prefix="petstore-metrics-"))
     say(f"Serving {redacted(settings.database)} on http://{bind}/v1 with {workers} worker(s).")
-    config = Path(__file__).with_name("gunicorn_conf.py")
+    config = Path(__file__).parent / "web" / "gunicorn_conf.py"
     argv = [sys.executable, "-m", "gunicorn", "--config", str(config),
             "--bind", bind, "--workers", str(workers), "wsgi:app"]
     os.execv(sys.executable, argv)

@@ -19,9 +19,9 @@ from typing import Any
 
 from flask import Flask, Response, request
 
-from app.auth import digest
-from app.config import Settings
-from app.storage import open_store
+from app.core.config import Settings
+from app.core.keys import digest
+from app.core.storage import open_store
 
 LIST = "/v1/store/orders"
 UNAUTHORIZED = json.dumps({"code": "invalid_api_key", "message": "Unknown key.",

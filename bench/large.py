@@ -48,8 +48,8 @@ def download(port: int, key: str) -> tuple[float, int]:
 
 def read_and_encode(database: str) -> float:
     """Seconds to read every order into dicts and encode them with orjson, in-process."""
-    from app.config import Settings
-    from app.storage import open_store
+    from app.core.config import Settings
+    from app.core.storage import open_store
 
     store = open_store(Settings(database=database))
     started = time.perf_counter()

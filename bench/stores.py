@@ -22,7 +22,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from app.storage import redacted
+from app.core.config import redacted
 from bench.harness import Load, free_port, median_load, say, server, table, wrk
 from bench.quotas import GUNICORN, LIST, prepare
 from bench.service import DELETE_SCRIPT, measure

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from pythonjsonlogger.orjson import OrjsonFormatter
 
-from app import auth
-from app.config import Settings
-from app.storage import Store, open_store, redacted
+from app.core import keys
+from app.core.config import Settings, redacted
+from app.core.storage import Store, open_store
 from tests.support import ISSUED_SECRETS, SERVER_LOGS, free_port, postgres_databases
 
 # A full key ("psk_" and 43 characters; its first 12 are the prefix lists may show) or an
@@ -48,7 +48,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     texts = [("in-process logs", "\n".join(RECORDER.lines))]
     texts += [(str(path), path.read_text(errors="replace"))
               for path in SERVER_LOGS if path.exists()]
-    digests = {auth.digest(secret) for secret in ISSUED_SECRETS}
+    digests = {keys.digest(secret) for secret in ISSUED_SECRETS}
     leaks = []
     for where, text in texts:
         leaks += [f"{where}: {match.group(0)[:16]}..." for match in LEAK.finditer(text)]

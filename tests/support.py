@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from app import auth
-from app.storage import Store
+from app.core import keys
+from app.core.storage import Store
 
 ERROR_FIELDS = {"code", "message", "status"}
 
@@ -54,7 +54,7 @@ def make_key(
     per_day: int | None = None,
 ) -> str:
     """Create a key in the store and return its secret."""
-    new = auth.generate_key()
+    new = keys.generate_key()
     store.create_key(
         digest=new.digest,
         prefix=new.prefix,

@@ -9,10 +9,10 @@ from urllib.parse import urlsplit
 import pytest
 from click.testing import CliRunner, Result
 
-from app import auth
 from app.cli import main
-from app.config import Settings
-from app.storage import open_store
+from app.core import keys
+from app.core.config import Settings
+from app.core.storage import open_store
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_init_demo_adds_orders_in_every_status_and_prints_a_working_key(db: Path
     statuses = {o["status"] for o in orders_in(db)}
     assert statuses == {"pending", "shipped", "cancelled"}
     store = open_store(Settings(database=str(db)))
-    key = store.find_key(auth.digest(secret))
+    key = store.find_key(keys.digest(secret))
     assert key is not None and key.plan == "free"
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app import API_SPEC, OPENAPI_DIR, handlers
-from app.routing import TagResolver
+from app.web import API_SPEC, OPENAPI_DIR, handlers
+from app.web.routing import TagResolver
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = yaml.safe_load((OPENAPI_DIR / API_SPEC).read_text())
@@ -46,7 +46,7 @@ def test_every_handler_is_named_by_an_operation() -> None:
     for source in sorted(folder.glob("*.py")):
         if source.name == "__init__.py":
             continue
-        module = importlib.import_module(f"app.handlers.{source.stem}")
+        module = importlib.import_module(f"app.web.handlers.{source.stem}")
         for name, function in inspect.getmembers(module, inspect.isfunction):
             if function.__module__ == module.__name__ and not name.startswith("_"):
                 assert f"{module.__name__}.{name}" in named, (

@@ -8,7 +8,7 @@ import click
 import pytest
 
 from app.cli import main
-from app.config import SETTINGS
+from app.core.config import SETTINGS
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 

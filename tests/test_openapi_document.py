@@ -11,8 +11,8 @@ import jsonschema
 import pytest
 import yaml
 
-from app import API_SPEC, OPENAPI_DIR, create_app
-from app.config import Settings
+from app.core.config import Settings
+from app.web import API_SPEC, OPENAPI_DIR, create_app
 
 SPEC = yaml.safe_load((OPENAPI_DIR / API_SPEC).read_text())
 METHODS = {"get", "put", "post", "delete", "patch"}

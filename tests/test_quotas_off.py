@@ -4,9 +4,9 @@ responses cannot pass Connexion's response validation."""
 
 from __future__ import annotations
 
-from app import create_app
-from app.config import Settings
-from app.storage import Store
+from app.core.config import Settings
+from app.core.storage import Store
+from app.web import create_app
 from tests.http.test_quotas import RATE_HEADERS
 from tests.support import make_key
 

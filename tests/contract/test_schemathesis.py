@@ -14,9 +14,9 @@ import schemathesis
 from schemathesis.config import SchemathesisConfig
 from schemathesis.generation import GenerationMode
 
-from app import create_app
-from app.config import Settings
-from app.storage import open_store
+from app.core.config import Settings
+from app.core.storage import open_store
+from app.web import create_app
 from tests.support import make_key
 
 pytestmark = pytest.mark.contract

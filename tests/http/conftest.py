@@ -6,9 +6,9 @@ from typing import Any
 import pytest
 from connexion import FlaskApp
 
-from app import create_app
-from app.config import Settings
-from app.storage import Store
+from app.core.config import Settings
+from app.core.storage import Store
+from app.web import create_app
 from tests.support import make_key
 
 ORDERS = [

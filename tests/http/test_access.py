@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from app import create_app
-from app.access import configure_logging
-from app.config import Settings
-from app.storage import Store
+from app.core.config import Settings
+from app.core.storage import Store
+from app.web import create_app
+from app.web.logs import configure_logging
 from tests.http.test_failures import ExplodingStore
 from tests.support import assert_error, make_key, wrap_store
 

@@ -10,9 +10,9 @@ import pytest
 from connexion.middleware import MiddlewarePosition
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app import create_app
-from app.config import Settings
-from app.storage import Store
+from app.core.config import Settings
+from app.core.storage import Store
+from app.web import create_app
 from tests.support import assert_error, make_key, wrap_store
 
 LIST = "/v1/store/orders"
@@ -100,7 +100,7 @@ def test_a_read_only_database_is_503_for_writes_and_recovers(
     again as soon as the database does."""
     from contextlib import contextmanager
 
-    from app.storage.sqlite import SQLiteStore
+    from app.core.storage.sqlite import SQLiteStore
 
     store.import_orders([{"id": 1, "status": "pending"}, {"id": 2, "status": "pending"}])
     key = make_key(store)

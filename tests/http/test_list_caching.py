@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from app import __version__, encoding
-from app.config import Settings
-from app.storage import Store
+from app import __version__
+from app.core.config import Settings
+from app.core.storage import Store
+from app.web import encoding
 from tests.support import assert_error
 
 LIST = "/v1/store/orders"
@@ -159,7 +160,7 @@ def test_small_responses_and_errors_are_not_compressed(
 def test_gzip_level_0_turns_compression_off(
     settings: Settings, store: Store, many_orders: None, auth: dict[str, str]
 ) -> None:
-    from app import create_app
+    from app.web import create_app
 
     with create_app(settings.replace(gzip_level=0)).test_client() as client:
         response = client.get(LIST, headers={**auth, "Accept-Encoding": "gzip"})
@@ -169,7 +170,7 @@ def test_gzip_level_0_turns_compression_off(
 @pytest.fixture
 def streamed(settings: Settings, store: Store) -> Any:
     """An app whose list cache is too small for 25,000 orders: the list is streamed."""
-    from app import create_app
+    from app.web import create_app
 
     store.import_orders([{"id": i, "petId": i % 7, "quantity": 1} for i in range(5, 25_005)])
     with create_app(settings.replace(list_cache_bytes=100_000)).test_client() as client:

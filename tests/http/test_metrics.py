@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from app import create_app
-from app.config import Settings
-from app.storage import Store
+from app.core.config import Settings
+from app.core.storage import Store
+from app.web import create_app
 from tests.support import assert_error, make_key
 
 LIST = "/v1/store/orders"
@@ -55,7 +55,7 @@ def test_metrics_are_404_to_other_addresses_and_when_off(settings: Settings,
 
 
 def test_the_allow_list_takes_addresses_and_networks() -> None:
-    from app.metrics import allowed
+    from app.core.metrics import allowed
 
     assert allowed("127.0.0.1", "127.0.0.1,::1") and allowed("::1", "127.0.0.1,::1")
     assert allowed("10.1.2.3", "10.0.0.0/8") and not allowed("11.1.2.3", "10.0.0.0/8")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from app import create_app
-from app.config import Settings
-from app.errors import StoreUnavailable
-from app.storage import Store
+from app.core.config import Settings
+from app.core.errors import StoreUnavailable
+from app.core.storage import Store
+from app.web import create_app
 from tests.conftest import PrivateRedis
 from tests.support import assert_error, wrap_store
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from app.storage import Store
+from app.core.storage import Store
 from tests.support import assert_error
 
 LIST = "/v1/store/orders"
@@ -184,7 +184,7 @@ def test_two_authorization_headers_are_400(client: Any, key: str) -> None:
 def test_a_revoked_key_is_refused_once_the_cache_expires(
     settings: Any, store: Store
 ) -> None:
-    from app import create_app
+    from app.web import create_app
     from tests.support import make_key
 
     key = make_key(store)

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from app import create_app, deprecation
-from app.config import Settings
-from app.storage import Store
+from app.core.config import Settings
+from app.core.storage import Store
+from app.web import create_app, deprecation
 from tests.support import assert_error, make_key
 
 SUNSET = "Wed, 30 Jun 2027 00:00:00 GMT"

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from connexion import FlaskApp
 
-from app import create_app
-from app.config import Settings
-from app.errors import StoreUnavailable
-from app.storage import Store
+from app.core.config import Settings
+from app.core.errors import StoreUnavailable
+from app.core.storage import Store
+from app.web import create_app
 from tests.http.test_failures import ExplodingStore
 from tests.support import assert_error, make_key, wrap_store
 

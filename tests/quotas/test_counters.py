@@ -10,8 +10,14 @@ from typing import Any
 
 import pytest
 
-from app.config import Settings
-from app.quotas import LimitsCounter, Plan, RedisCounter, WindowedMemoryStorage, open_counter
+from app.core.config import Settings
+from app.core.quotas.counters import (
+    LimitsCounter,
+    RedisCounter,
+    WindowedMemoryStorage,
+    open_counter,
+)
+from app.core.quotas.plans import Plan
 
 
 @pytest.fixture(params=["memory", "redis"])

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from app import create_app
-from app.config import Settings
-from app.storage import Store
+from app.core.config import Settings
+from app.core.storage import Store
+from app.web import create_app
 from tests.conftest import PrivateRedis
 from tests.support import assert_error, make_key, serving
 

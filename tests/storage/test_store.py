@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from app import auth
-from app.config import Settings
-from app.errors import DuplicateOrder, DuplicatePet, StoreUnavailable
-from app.storage import Store, open_store, postgres, sqlite
+from app.core import keys
+from app.core.config import Settings
+from app.core.errors import DuplicateOrder, DuplicatePet, StoreUnavailable
+from app.core.storage import Store, open_store, postgres, sqlite
 from tests.support import postgres_databases
 
 NOW = "2026-01-01T00:00:00Z"
@@ -105,7 +105,7 @@ def store(place: Place) -> Iterator[Store]:
 
 
 def _key(store: Store, name: str = "k") -> int:
-    new = auth.generate_key()
+    new = keys.generate_key()
     key = store.create_key(
         digest=new.digest, prefix=new.prefix, name=name, plan="free",
         per_minute=None, per_day=None, now=NOW,
@@ -278,7 +278,7 @@ def test_ship_and_cancel_exclude_each_other(store: Store) -> None:
 
 
 def test_keys_are_found_by_full_digest_only(store: Store) -> None:
-    new = auth.generate_key()
+    new = keys.generate_key()
     created = store.create_key(
         digest=new.digest, prefix=new.prefix, name="shop", plan="enterprise",
         per_minute=5, per_day=50, now=NOW,
@@ -286,7 +286,7 @@ def test_keys_are_found_by_full_digest_only(store: Store) -> None:
     assert store.find_key(new.digest) == created
     assert (created.plan, created.per_minute, created.per_day) == ("enterprise", 5, 50)
     assert store.find_key(new.prefix) is None
-    assert store.find_key(auth.digest(new.prefix)) is None
+    assert store.find_key(keys.digest(new.prefix)) is None
     assert store.find_key(new.secret) is None, "the secret itself is never stored"
 
 

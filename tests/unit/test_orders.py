@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from app import orders
-from app.errors import OrderAlreadyShipped, OrderNotFound
-from app.storage import Transition
+from app.core import orders
+from app.core.errors import OrderAlreadyShipped, OrderNotFound
+from app.core.storage.records import Transition
 
 
 class FakeStore:

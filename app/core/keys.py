@@ -1,27 +1,27 @@
-"""API keys: generation, hashing, lookup, and the bearer-info function the YAML names.
+"""API keys: generation, hashing and lookup (with a short cache).
 
 A key is shown once, when created. The database keeps only its SHA-256 digest and a short
-visible prefix, and a key is looked up by its full digest, never by prefix (D12).
+visible prefix, and a key is looked up by its full digest, never by prefix (D12). The
+bearer check that reads the Authorization header is app.web.security.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import secrets
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from cachetools import TTLCache
-from connexion.security import AbstractSecurityHandler, BearerSecurityHandler
 
-from app.storage import ApiKey, Store
+from app.core.storage import Store
+from app.core.storage.records import ApiKey
 
 KEY_PREFIX = "psk_"
 VISIBLE_CHARS = 12  # "psk_" and 8 random characters: enough to tell keys apart in a list
 KEY_CACHE_SIZE = 10_000
+_MISSING: Any = object()  # the cache's "not looked up yet", apart from None ("no such key")
 
 
 @dataclass(frozen=True)
@@ -84,35 +84,3 @@ class Keyring:
             with self._lock:
                 self._cache.pop(digest(secret), None)
 
-
-_MISSING: Any = object()
-
-SCOPE_KEY = "petstore.keyring"
-LOOKED_UP = "petstore.api_key"
-
-
-def bearer_info(token: str, request: Any) -> dict[str, Any] | None:
-    """Connexion's x-bearerInfoFunc: the token info for a valid key, None otherwise.
-
-    Runs on the event loop thread (Connexion 3), so the lookup is cached in Keyring.
-    """
-    scope = request.scope
-    # The rate-limit middleware, when on, has looked this very token up already.
-    key = scope[LOOKED_UP] if LOOKED_UP in scope else scope[SCOPE_KEY].lookup(token)
-    if key is None:
-        return None
-    return {"sub": key.id, "key_id": key.id, "plan": key.plan}
-
-
-class BearerSecurity(BearerSecurityHandler):
-    """Connexion's bearer check, unchanged but for one thing: it asks whether the info
-    function takes `required_scopes` and `request` by reading its signature, twice per
-    request; the answer is read once here."""
-
-    @staticmethod
-    @functools.cache
-    def _accepts_kwarg(func: Callable[..., Any], keyword: str) -> bool:
-        return AbstractSecurityHandler._accepts_kwarg(func, keyword)
-
-
-SECURITY_MAP = {"bearer": BearerSecurity}

@@ -6,9 +6,9 @@ from typing import Any
 
 import flask
 
-from app import orders
-from app.conditional import list_etag
-from app.handlers import no_content, services
+from app.core import orders
+from app.web.conditional import list_etag
+from app.web.handlers import no_content, services
 
 
 def list_orders() -> flask.Response:

@@ -14,8 +14,9 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app import errors
-from app.access import ROUTING, decide_headers
+from app.web.access import decide_headers
+from app.web.connexion_internals import routed_operation
+from app.web.errors import send_error
 
 
 @dataclass(frozen=True)
@@ -60,14 +61,14 @@ class Deprecations:
         self.clock = clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        operation = ((scope.get("extensions") or {}).get(ROUTING) or {}).get("operation_id")
-        retirement = self.retired.get(operation or "") if scope["type"] == "http" else None
+        retirement = (self.retired.get(routed_operation(scope) or "")
+                      if scope["type"] == "http" else None)
         if retirement is None:
             await self.app(scope, receive, send)
             return
         headers = retirement.headers()
         if retirement.sunset is not None and self.clock() >= retirement.sunset:
-            await errors.send_error(
+            await send_error(
                 send, 410, "gone",
                 f"This operation was retired on {formatdate(retirement.sunset, usegmt=True)}.",
                 headers,

@@ -1,53 +1,21 @@
 """The store interface (a Protocol) and open_store(settings).
 
-Every method returns plain dicts or dataclasses, never driver rows: the SQLite store
-(app/storage/sqlite.py) and the PostgreSQL store (app/storage/postgres.py) implement the
-same Protocol and pass the same storage suite; the SQL they have in common (reads, the
-conditional writes, key updates) is written once, in app/storage/statements.py. Nothing
-above this package knows which store it has.
+Every method returns plain dicts or the dataclasses of records.py, never driver rows: the
+SQLite store (sqlite.py) and the PostgreSQL store (postgres.py) implement the same Protocol
+and pass the same storage suite; the SQL they have in common (reads, the conditional
+writes, key updates) is written once, in statements.py. Nothing above this package knows
+which store it has, and nothing outside it writes SQL.
 Orders come back in the API's field names, with absent values left out, never null.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:  # app.config parses PETSTORE_DATABASE with store_kind below
-    from app.config import Settings
-
-ORDER_STATUSES = ("pending", "shipped", "cancelled")
-PLANS = ("free", "pro", "business", "enterprise")
-
-
-@dataclass(frozen=True)
-class ApiKey:
-    """An API key as stored: never the key itself, only its digest and visible prefix."""
-
-    id: int
-    prefix: str
-    name: str
-    plan: str
-    per_minute: int | None
-    per_day: int | None
-    created_at: str
-    revoked_at: str | None
-    banned_until: str | None = None
-
-    @property
-    def active(self) -> bool:
-        return self.revoked_at is None
-
-
-@dataclass(frozen=True)
-class Transition:
-    """The outcome of a conditional write: the order's status afterwards (None when there
-    is no such order) and whether this very call made the change."""
-
-    status: str | None
-    changed: bool
+from app.core.config import Settings, store_kind
+from app.core.storage.records import ApiKey, Transition
+from app.core.storage.sqlite import SQLiteStore
 
 
 class Store(Protocol):
@@ -177,47 +145,18 @@ class Store(Protocol):
         ...
 
 
-def store_kind(database: str) -> tuple[str, str]:
-    """("sqlite", path) or ("postgresql", url) for a PETSTORE_DATABASE value: a plain path or
-    sqlite:///path is a SQLite file (sqlite:////abs/path for an absolute one, as in
-    SQLAlchemy); postgresql:// or postgres:// is a PostgreSQL database."""
-    scheme, sep, rest = database.partition("://")
-    if not sep or "/" in scheme or "\\" in scheme:
-        return "sqlite", database
-    if scheme == "sqlite":
-        if not rest.startswith("/") or rest == "/":
-            raise ValueError("a SQLite URL is sqlite:///relative/path or sqlite:////absolute/path")
-        return "sqlite", rest[1:]
-    if scheme in ("postgresql", "postgres"):
-        return "postgresql", database
-    raise ValueError(f"unknown database scheme {scheme}://; use a file path, sqlite:///path "
-                     "or postgresql://user:password@host:5432/dbname")
-
-
-def redacted(database: str) -> str:
-    """The database as it may be printed or logged: a URL's password replaced by ***,
-    whether in its user part or its query (?password=)."""
-    scheme, sep, rest = database.partition("://")
-    if not sep:
-        return database
-    credentials, at, place = rest.rpartition("@")
-    if at and ":" in credentials:
-        rest = f"{credentials.split(':', 1)[0]}:***@{place}"
-    return f"{scheme}://" + re.sub(r"([?&]password=)[^&]*", r"\1***", rest)
-
-
 def open_store(settings: Settings, migrate: bool = True) -> Store:
     """Open the store the settings name and (unless told not to) bring its schema up to date."""
     kind, location = store_kind(settings.database)
     store: Store
     if kind == "postgresql":
-        from app.storage.postgres import PostgresStore
+        # Imported here, not above: psycopg and its pool are loaded only by a process that
+        # is configured for PostgreSQL (the CLI and a SQLite service start faster without).
+        from app.core.storage.postgres import PostgresStore
 
         store = PostgresStore(location, busy_timeout_ms=settings.busy_timeout_ms,
                               pool_size=settings.database_pool_size)
     else:
-        from app.storage.sqlite import SQLiteStore
-
         store = SQLiteStore(location, busy_timeout_ms=settings.busy_timeout_ms)
     if migrate:
         try:

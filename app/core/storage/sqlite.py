@@ -18,9 +18,9 @@ from typing import Any, ParamSpec, TypeVar
 
 import sqlite_utils
 
-from app.errors import DuplicateOrder, DuplicatePet, StoreUnavailable
-from app.storage import ApiKey, Transition
-from app.storage.statements import SqlStore
+from app.core.errors import DuplicateOrder, DuplicatePet, StoreUnavailable
+from app.core.storage.records import ApiKey, Transition
+from app.core.storage.statements import SqlStore
 
 P = ParamSpec("P")
 T = TypeVar("T")

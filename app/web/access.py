@@ -1,4 +1,4 @@
-"""Request ids, the access log and how logs are written.
+"""Request ids, the access log, and headers decided outside the handlers.
 
 Every request gets an id: the client's X-Request-ID when it is short and printable,
 otherwise a new one. It is echoed on every response, written on every log line about the
@@ -12,48 +12,19 @@ from __future__ import annotations
 import logging
 import re
 import secrets
-import sys
 import time
 from typing import Any
 
-from pythonjsonlogger.orjson import OrjsonFormatter
-from starlette.datastructures import Headers
-from starlette.middleware.cors import CORSMiddleware
-from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app import metrics
-from app.config import Settings
-from app.errors import error_body
+from app.core import metrics
+from app.web.connexion_internals import routed_operation, share_extensions, token_info
 
 log = logging.getLogger("petstore.access")
 
 REQUEST_ID = "petstore.request_id"
 DECIDED_HEADERS = "petstore.response_headers"
-ROUTING = "connexion_routing"
-CONTEXT = "connexion_context"
 CLIENT_ID = re.compile(rb"[\x21-\x7e]{1,128}\Z")  # printable ASCII, no spaces, short
-
-
-def configure_logging(settings: Settings) -> None:
-    """One handler on the root logger: JSON lines, or text with PETSTORE_LOG_FORMAT=text."""
-    handler = logging.StreamHandler(sys.stderr)
-    if settings.log_format == "json":
-        handler.setFormatter(OrjsonFormatter(
-            "{asctime}{levelname}{name}{message}", style="{",
-            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
-        ))
-    else:
-        handler.setFormatter(logging.Formatter(
-            "%(asctime)s %(levelname)s %(name)s %(message)s"))
-    handler.set_name("petstore")
-    # No line shows the thread or process names, which every record would otherwise look
-    # up: a tenth of what the access line costs.
-    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
-    root = logging.getLogger()
-    # Replace only our own handler: others (a test runner's, an embedding app's) stay.
-    root.handlers[:] = [h for h in root.handlers if h.get_name() != "petstore"] + [handler]
-    root.setLevel(settings.log_level.upper())
 
 
 def request_id_of(scope: Scope) -> str | None:
@@ -100,10 +71,9 @@ class AccessLog:
         request_id = (given[0].decode("ascii") if len(given) == 1 and CLIENT_ID.match(given[0])
                       else secrets.token_hex(16))
         scope[REQUEST_ID] = request_id
-        # Connexion's router works on a shallow copy of the scope (routing.py, scope.copy())
-        # and adds its routing and security context to scope["extensions"]: create that
-        # dict here so that the copy shares it and the access line can read them.
-        scope.setdefault("extensions", {})
+        # Connexion's router works on a shallow copy of the scope: see
+        # connexion_internals.share_extensions.
+        share_extensions(scope)
         decide_headers(scope, [(b"x-request-id", request_id.encode("ascii"))])
         # The list is shared with the scope copies further in, so headers decided there
         # (deprecation, rate limits) reach responses made by Connexion's error handlers.
@@ -124,10 +94,7 @@ class AccessLog:
             self._log(scope, status, time.perf_counter() - started)
 
     def _log(self, scope: Scope, status: int, seconds: float) -> None:
-        extensions = scope.get("extensions") or {}
-        operation = (extensions.get(ROUTING) or {}).get("operation_id") or ""
-        token_info = (extensions.get(CONTEXT) or {}).get("token_info") or {}
-        template = self.templates.get(operation, "(no route)")
+        template = self.templates.get(routed_operation(scope) or "", "(no route)")
         metrics.observe_request(scope["method"], template, status, seconds)
         log.info(
             "%s %s %d", scope["method"], template, status,
@@ -137,43 +104,8 @@ class AccessLog:
                 "path": template,
                 "status": status,
                 "duration_ms": round(seconds * 1000, 2),
-                "key_id": token_info.get("key_id"),
+                "key_id": (token_info(scope) or {}).get("key_id"),
             },
-        )
-
-
-# Headers a browser script may read (CORS): the quota and request-id headers, and those
-# later issues add (ETag, Deprecation, Sunset).
-EXPOSED_HEADERS = ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
-                   "RateLimit-Policy", "RateLimit", "Retry-After", "X-Request-ID", "ETag",
-                   "Deprecation", "Sunset"]
-
-
-class Cors(CORSMiddleware):
-    """Starlette's CORS middleware, first in the chain (DESIGN.md's request path), whose
-    refused preflights answer with the Error object instead of plain text."""
-
-    def __init__(self, app: ASGIApp, origins: list[str]) -> None:
-        super().__init__(
-            app,
-            allow_origins=origins,
-            allow_methods=["GET", "DELETE"],
-            allow_headers=["Authorization", "X-Request-ID", "If-None-Match"],
-            expose_headers=EXPOSED_HEADERS,
-            max_age=600,
-        )
-
-    def preflight_response(self, request_headers: Headers) -> Response:
-        response = super().preflight_response(request_headers)
-        if response.status_code != 400:
-            return response
-        reason = bytes(response.body).decode().removeprefix("Disallowed CORS ")
-        return Response(
-            error_body(400, "invalid_request", f"CORS does not allow this request's {reason}."),
-            status_code=400,
-            media_type="application/json",
-            headers={k: v for k, v in response.headers.items()
-                     if k.lower() not in ("content-type", "content-length")},
         )
 
 

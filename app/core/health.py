@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from app.errors import NotReady, StoreUnavailable
-from app.storage import Store
+from app.core.errors import NotReady, StoreUnavailable
+from app.core.storage import Store
 
 
 def readiness(store: Store, quota_probe: Callable[[], bool] | None) -> dict[str, Any]:

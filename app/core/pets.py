@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.errors import PetNotFound
-from app.orders import INT64_MAX, InvalidOrder
-from app.storage import Store
+from app.core.errors import PetNotFound
+from app.core.orders import INT64_MAX, InvalidOrder
+from app.core.storage import Store
 
 PET_FIELDS = ("id", "name")
 NAME_MAX = 200

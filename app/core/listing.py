@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from app.storage import Store
+from app.core.storage import Store
 
 PAGE_ORDERS = 10_000  # orders per piece of a streamed list: about 1 MB of JSON
 # More than one order's JSON can take (three 19-digit numbers, a date-time and a status

@@ -2,7 +2,7 @@
 whose copy is current.
 
 The list's ETag names the service's version (the encoding may change with it) and the
-orders' revision, which every change to an order raises (listing.py). Revalidation answers
+orders' revision, which every change to an order raises (app/core/listing.py). Revalidation answers
 a matching If-None-Match after Connexion has routed, authenticated, counted and validated
 the request, but before the request reaches Flask: a 304 needs one read of the revision and
 no handler thread. Any other request, and a list whose revision moved on, go on to the
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.access import ROUTING
-from app.storage import Store
-from app.version import __version__
+from app import __version__
+from app.core.storage import Store
+from app.web.connexion_internals import routed_operation
 
-LIST_OPERATION = "app.handlers.orders.list_orders"
+LIST_OPERATION = "app.web.handlers.orders.list_orders"
 
 
 def list_etag(revision: int) -> str:
@@ -42,16 +42,15 @@ class Revalidation:
         self.store = store
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "GET":
-            routed = (scope.get("extensions") or {}).get(ROUTING) or {}
-            if routed.get("operation_id") == LIST_OPERATION:
-                given = [v for k, v in scope["headers"] if k == b"if-none-match"]
-                if given:
-                    # One row read; in WAL mode a reader never waits for a writer.
-                    tag = list_etag(self.store.revision())
-                    if matches(b",".join(given).decode("latin-1"), tag):
-                        await send({"type": "http.response.start", "status": 304,
-                                    "headers": [(b"etag", tag.encode("ascii"))]})
-                        await send({"type": "http.response.body", "body": b""})
-                        return
+        if (scope["type"] == "http" and scope["method"] == "GET"
+                and routed_operation(scope) == LIST_OPERATION):
+            given = [v for k, v in scope["headers"] if k == b"if-none-match"]
+            if given:
+                # One row read; in WAL mode a reader never waits for a writer.
+                tag = list_etag(self.store.revision())
+                if matches(b",".join(given).decode("latin-1"), tag):
+                    await send({"type": "http.response.start", "status": 304,
+                                "headers": [(b"etag", tag.encode("ascii"))]})
+                    await send({"type": "http.response.body", "body": b""})
+                    return
         await self.app(scope, receive, send)

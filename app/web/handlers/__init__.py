@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import flask
 
-if TYPE_CHECKING:
-    from app import Services
+from app.core.services import Services
+
+SERVICES = "petstore"  # the key of the running app's Services in Flask's extensions
 
 
 def services() -> Services:
     """The running app's store, keyring and settings."""
-    return flask.current_app.extensions["petstore"]
+    services: Services = flask.current_app.extensions[SERVICES]
+    return services
 
 
 def no_content(status: int = 204, headers: dict[str, str] | None = None) -> flask.Response:

@@ -31,9 +31,9 @@ from psycopg import conninfo as pq_conninfo
 from psycopg import errors as pq_errors
 from psycopg_pool import ConnectionPool
 
-from app.errors import DuplicateOrder, DuplicatePet, StoreUnavailable
-from app.storage import ApiKey, Transition
-from app.storage.statements import KEY_COLUMNS, SqlStore
+from app.core.errors import DuplicateOrder, DuplicatePet, StoreUnavailable
+from app.core.storage.records import ApiKey, Transition
+from app.core.storage.statements import KEY_COLUMNS, SqlStore
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -19,7 +19,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from app.storage import Store
+from app.core.storage import Store
 
 REQUESTS = Counter("petstore_requests", "Requests answered, by operation (path template) "
                    "and status.", ["method", "path", "status"])

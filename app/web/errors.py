@@ -1,96 +1,54 @@
-"""The exceptions of the domain, and the one place that turns any error into the Error body.
+"""The one place that turns any error into the Error body.
 
-Below the handlers, code raises the exceptions defined at the top of this module and knows
-nothing of HTTP. register_error_handlers() translates every exception that can reach the
-Connexion app (its own problems, Starlette's HTTP errors, ours, anything unexpected) into
-``{"code", "message", "status"}`` with the right status and headers.
+register_error_handlers() translates every exception that can reach the Connexion app
+(its own problems, Starlette's HTTP errors, the domain's exceptions of app.core.errors,
+anything unexpected) into ``{"code", "message", "status"}`` with the right status and
+headers. Middleware that answers before Connexion's handlers (quotas, deprecation, CORS)
+sends the same body with send_error.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from connexion import FlaskApp
-    from connexion.lifecycle import ConnexionRequest, ConnexionResponse
+import orjson
+from connexion import FlaskApp
+from connexion.exceptions import OAuthResponseProblem, ProblemException, Unauthorized
+from connexion.lifecycle import ConnexionRequest, ConnexionResponse
+from starlette.exceptions import HTTPException
+
+from app.core.errors import (
+    NotReady,
+    OrderAlreadyShipped,
+    OrderNotFound,
+    PetNotFound,
+    PetstoreError,
+    StoreUnavailable,
+)
+from app.web.access import request_id_of
 
 log = logging.getLogger("petstore.errors")
 
 RETRY_AFTER_UNAVAILABLE = 1
 
 
-class PetstoreError(Exception):
-    """Base of the domain's exceptions; its message is safe to show a client."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class OrderNotFound(PetstoreError):
-    def __init__(self, order_id: int) -> None:
-        super().__init__(f"No order has the id {order_id}.")
-        self.order_id = order_id
-
-
-class OrderAlreadyShipped(PetstoreError):
-    def __init__(self, order_id: int) -> None:
-        super().__init__(
-            f"Order {order_id} has already shipped and can no longer be cancelled."
-        )
-        self.order_id = order_id
-
-
-class DuplicateOrder(PetstoreError):
-    def __init__(self, order_id: int) -> None:
-        super().__init__(f"An order with the id {order_id} exists already.")
-        self.order_id = order_id
-
-
-class PetNotFound(PetstoreError):
-    def __init__(self, pet_id: int) -> None:
-        super().__init__(f"No pet has the id {pet_id}.")
-        self.pet_id = pet_id
-
-
-class DuplicatePet(PetstoreError):
-    def __init__(self, pet_id: int) -> None:
-        super().__init__(f"A pet with the id {pet_id} exists already.")
-        self.pet_id = pet_id
-
-
-class StoreUnavailable(PetstoreError):
-    """The database cannot answer now (locked past the busy timeout, read-only, full...)."""
-
-
-class NotReady(PetstoreError):
-    """The instance cannot serve now; the message names the check that failed."""
-
-    def __init__(self, failed: str) -> None:
-        super().__init__(f"Not ready: {failed}.")
-
-
 class DuplicateAuthorization(PetstoreError):
+    """A request with several Authorization headers (DESIGN.md D12)."""
+
     def __init__(self) -> None:
         super().__init__("Send one Authorization header, not several.")
 
 
-# The HTTP edge -------------------------------------------------------------------------
-
-
 def error_body(status: int, code: str, message: str) -> bytes:
-    """The Error object every error response carries."""
-    return json.dumps({"code": code, "message": message, "status": status}).encode()
+    """The Error object every error response carries, as compact as every other body."""
+    return orjson.dumps({"code": code, "message": message, "status": status})
 
 
 def error_response(
     status: int, code: str, message: str, headers: dict[str, str] | None = None
 ) -> ConnexionResponse:
     """A ConnexionResponse carrying the Error object."""
-    from connexion.lifecycle import ConnexionResponse
-
     return ConnexionResponse(
         status_code=status,
         mimetype="application/json",
@@ -131,8 +89,6 @@ _HTTP_CODES = {
 
 def _problem(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     """Connexion's own problems: validation (400) and security (401)."""
-    from connexion.exceptions import OAuthResponseProblem, Unauthorized
-
     status = getattr(exc, "status", 500)
     if isinstance(exc, OAuthResponseProblem):
         return error_response(
@@ -157,8 +113,9 @@ def _problem(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
 
 
 def _validation_message(exc: Exception) -> str:
-    """The first line of the problem's detail: app.routing.ParameterValidator writes one
-    sentence there; jsonschema's dump of the schema that follows it is not for clients."""
+    """The first line of the problem's detail: connexion_internals.ParameterValidator
+    writes one sentence there; jsonschema's dump of the schema that follows is not for
+    clients."""
     detail = str(getattr(exc, "detail", "") or "")
     return detail.split("\n", 1)[0].strip() or "The request is not valid."
 
@@ -201,8 +158,6 @@ def _domain(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
 
 
 def _internal(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
-    from app.access import request_id_of
-
     request_id = request_id_of(request.scope)
     log.error("unexpected error on %s", request.method, exc_info=exc,
               extra={"request_id": request_id})
@@ -220,9 +175,6 @@ def server_error_handler(request: ConnexionRequest, exc: Exception) -> Connexion
 
 def register_error_handlers(app: FlaskApp) -> None:
     """Route every kind of exception to the Error body."""
-    from connexion.exceptions import ProblemException
-    from starlette.exceptions import HTTPException
-
     app.add_error_handler(ProblemException, _problem)
     app.add_error_handler(HTTPException, _http_exception)
     app.add_error_handler(PetstoreError, _domain)

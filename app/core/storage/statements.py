@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from app.storage import ORDER_STATUSES, ApiKey, Transition
+from app.core.storage.records import ORDER_STATUSES, ApiKey, Transition
 
 ORDER_COLUMNS = "id, pet_id, quantity, ship_date, complete, status"
 KEY_COLUMNS = "id, prefix, name, plan, per_minute, per_day, created_at, revoked_at, banned_until"

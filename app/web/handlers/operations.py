@@ -6,8 +6,8 @@ from typing import Any
 
 import flask
 
-from app import health, metrics
-from app.handlers import services
+from app.core import health, metrics
+from app.web.handlers import services
 
 
 def get_health() -> tuple[dict[str, str], int]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,9 +25,36 @@ def _boolean(text: str) -> bool:
     raise ValueError(f"expected true or false, got {text!r}")
 
 
-def _database(text: str) -> str:
-    from app.storage import store_kind
+def store_kind(database: str) -> tuple[str, str]:
+    """("sqlite", path) or ("postgresql", url) for a PETSTORE_DATABASE value: a plain path or
+    sqlite:///path is a SQLite file (sqlite:////abs/path for an absolute one, as in
+    SQLAlchemy); postgresql:// or postgres:// is a PostgreSQL database."""
+    scheme, sep, rest = database.partition("://")
+    if not sep or "/" in scheme or "\\" in scheme:
+        return "sqlite", database
+    if scheme == "sqlite":
+        if not rest.startswith("/") or rest == "/":
+            raise ValueError("a SQLite URL is sqlite:///relative/path or sqlite:////absolute/path")
+        return "sqlite", rest[1:]
+    if scheme in ("postgresql", "postgres"):
+        return "postgresql", database
+    raise ValueError(f"unknown database scheme {scheme}://; use a file path, sqlite:///path "
+                     "or postgresql://user:password@host:5432/dbname")
 
+
+def redacted(database: str) -> str:
+    """The database as it may be printed or logged: a URL's password replaced by ***,
+    whether in its user part or its query (?password=)."""
+    scheme, sep, rest = database.partition("://")
+    if not sep:
+        return database
+    credentials, at, place = rest.rpartition("@")
+    if at and ":" in credentials:
+        rest = f"{credentials.split(':', 1)[0]}:***@{place}"
+    return f"{scheme}://" + re.sub(r"([?&]password=)[^&]*", r"\1***", rest)
+
+
+def _database(text: str) -> str:
     store_kind(text)  # refuses an unknown scheme here, not at the first request
     return text
 

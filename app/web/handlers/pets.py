@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app import pets
-from app.handlers import services
+from app.core import pets
+from app.web.handlers import services
 
 
 def list_pets() -> tuple[list[dict[str, Any]], int]:

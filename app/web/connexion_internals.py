@@ -1,15 +1,30 @@
-"""How the OpenAPI document is mapped onto Python: operation resolution and path parsing.
+"""Every reach into Connexion's internals, in one place (Connexion 3.3, pinned in
+pyproject.toml to the range the tests have passed on: an upgrade is a conscious step that
+starts by reading this module).
 
-Connexion's defaults disagree with DESIGN.md D7 in three places, fixed here:
+Each piece names the Connexion behaviour or issue that forces it:
 
-- Its ``int`` route convertor (``[+-]?[0-9]+``) answers 404 for ``abc`` (connexion#770)
-  and turns ``005`` into 5. Integer path segments here match any segment and stay text
-  until StrictURIParser converts them.
-- Its coercion uses ``int()``, which accepts ``+5``, ``005``, ``5_0``, `` 5`` and Unicode
-  digits. StrictURIParser converts only canonical decimals; anything else stays a string
-  and fails validation with 400.
-- Its validation messages are jsonschema dumps. ParameterValidator says in one sentence
-  which parameter is wrong and what it must be.
+- Scope keys. Connexion keeps an operation's routing result and security context in
+  ``scope["extensions"]["connexion_routing"]`` and ``["connexion_context"]``, no public
+  API, and its router works on a shallow copy of the scope. (routed_operation, ...)
+- Path parameters. The router's ``int`` convertor (``[+-]?[0-9]+``) answers 404 for
+  ``abc`` (connexion#770) and turns ``005`` into 5, and its coercion uses ``int()``, which
+  accepts ``+5``, ``5_0`` and Unicode digits, against DESIGN.md D7. (SegmentConvertor,
+  StrictRoutingMiddleware, the inner Flask app's converter, StrictURIParser)
+- Mount order. The operations API sits at base path "" (D16); Starlette tries mounts in
+  the order added, and a Mount("") first matches every path. (_specific_first)
+- Slash redirects. Starlette's router redirects a trailing slash; D7 wants 404.
+- Validation messages. Connexion's are jsonschema dumps, and it deep-copies each
+  parameter's definition and builds a validator on every request. (ParameterValidator)
+- Server errors. The default ServerErrorMiddleware handler answers an empty 500 for
+  errors raised outside the handlers (connexion#2059). (strict_middlewares)
+- Per-request setup. The decorator chain of an operation, with three inspect.signature
+  calls, is rebuilt on every request, and Flask view functions are registered only on the
+  first request. (PreparedFlaskDecorator, prepare_operations, BearerSecurity)
+- The bridge. FlaskApp serves Flask through a2wsgi, three thread trips a response; the
+  one attribute that holds it is private. (install_bridge)
+- The document server runs Starlette's router over every mount for every request, a
+  tenth of a small request's cost. (SpecificFirstSwaggerUIMiddleware)
 """
 
 from __future__ import annotations
@@ -27,43 +42,59 @@ from connexion import FlaskApp
 from connexion.apps.flask import FlaskOperation
 from connexion.decorators import FlaskDecorator
 from connexion.decorators.parameter import SyncParameterDecorator
+from connexion.middleware.main import ConnexionMiddleware
 from connexion.middleware.routing import RoutingMiddleware
+from connexion.middleware.server_error import ServerErrorMiddleware
 from connexion.middleware.swagger_ui import SwaggerUIMiddleware
-from connexion.resolver import Resolver
+from connexion.security import AbstractSecurityHandler, BearerSecurityHandler
 from connexion.uri_parsing import OpenAPIURIParser
 from connexion.utils import is_null, is_nullable
 from connexion.validators import ParameterValidator as ConnexionParameterValidator
 from connexion.validators.parameter import draft4_format_checker
 from jsonschema import Draft4Validator, ValidationError
-from starlette.exceptions import HTTPException
 from starlette.routing import Mount, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 CANONICAL_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)\Z")
-SNAKE_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+# scope keys ------------------------------------------------------------------------------
+
+ROUTING = "connexion_routing"
+CONTEXT = "connexion_context"
 
 
-def snake_case(name: str) -> str:
-    """listOrders -> list_orders."""
-    return SNAKE_BOUNDARY.sub("_", name).lower()
+def share_extensions(scope: Scope) -> None:
+    """Create scope["extensions"] before Connexion's router copies the scope (shallowly,
+    ``scope.copy()`` in RoutingOperation), so that the copy shares the dict Connexion adds
+    its routing and security context to, and outer middleware can read them."""
+    scope.setdefault("extensions", {})
 
 
-class TagResolver(Resolver):
-    """operationId ``listOrders`` tagged ``orders`` -> ``app.handlers.orders.list_orders``:
-    one handler module per tag, one function per operation, named in snake_case."""
+def routed_operation(scope: Scope) -> str | None:
+    """The resolved operation id (``app.web.handlers.orders.list_orders``) Connexion's
+    router matched the request to, or None."""
+    return ((scope.get("extensions") or {}).get(ROUTING) or {}).get("operation_id")
 
-    def __init__(self, package: str = "app.handlers") -> None:
-        super().__init__()
-        self.package = package
 
-    def handler_for(self, definition: dict[str, Any]) -> str:
-        """The dotted name of the handler of an operation, from its YAML definition."""
-        tags = definition.get("tags") or ["default"]
-        return f"{self.package}.{snake_case(tags[0])}.{snake_case(definition['operationId'])}"
+def routed_base_path(scope: Scope) -> str | None:
+    """The base path of the API the router matched the request to ("/v1", "")."""
+    return ((scope.get("extensions") or {}).get(ROUTING) or {}).get("api_base_path")
 
-    def resolve_operation_id(self, operation: Any) -> str:
-        # Connexion keeps the operation's raw definition only in this attribute.
-        return self.handler_for(operation._operation)
+
+def token_info(scope: Scope) -> dict[str, Any] | None:
+    """What the bearer-info function returned for the request, once security has run."""
+    info = ((scope.get("extensions") or {}).get(CONTEXT) or {}).get("token_info")
+    return info if isinstance(info, dict) else None
+
+
+def operation_definition(operation: Any) -> dict[str, Any]:
+    """The YAML definition of an operation handed to a Resolver: Connexion keeps it only
+    in the private attribute _operation."""
+    definition: dict[str, Any] = operation._operation
+    return definition
+
+
+# path parameters and routing -------------------------------------------------------------
 
 
 class SegmentConvertor(starlette.convertors.Convertor[str]):
@@ -118,29 +149,9 @@ def _no_slash_redirects(router: Router) -> None:
                 _no_slash_redirects(inner_router)
 
 
-class RoutedOnly:
-    """Only requests Connexion routed to an operation of one of the APIs go on; any other
-    is 404 not_found. Connexion passes a request it could not route on to Flask, whose
-    router matches paths Starlette's does not: with a newline in the path, a Mount's
-    pattern matches short of it, the API's base path comes out wrong, and security,
-    validation and the operation's context are all skipped (the handler then failed, 500).
-    Added right after routing (MiddlewarePosition.BEFORE_SECURITY)."""
-
-    def __init__(self, app: ASGIApp, *, base_paths: tuple[str, ...]) -> None:
-        self.app = app
-        self.base_paths = base_paths
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            routed = (scope.get("extensions") or {}).get("connexion_routing") or {}
-            if (routed.get("operation_id") is None
-                    or routed.get("api_base_path") not in self.base_paths):
-                raise HTTPException(404)
-        await self.app(scope, receive, send)
-
-
 class StrictURIParser(OpenAPIURIParser):
-    """Converts integer path parameters only when written as canonical decimals."""
+    """Converts integer path parameters only when written as canonical decimals; anything
+    else stays a string and fails validation with 400 (D7)."""
 
     def resolve_path(self, path_data: dict[str, Any]) -> dict[str, Any]:
         resolved = {}
@@ -235,13 +246,34 @@ class SpecificFirstSwaggerUIMiddleware(SwaggerUIMiddleware):
         await super().__call__(scope, receive, send)
 
 
-def strict_middlewares() -> list[Any]:
-    """Connexion's default middleware stack with our router and document server."""
-    from connexion.middleware.main import ConnexionMiddleware
-
-    replacements = {RoutingMiddleware: StrictRoutingMiddleware,
-                    SwaggerUIMiddleware: SpecificFirstSwaggerUIMiddleware}
+def strict_middlewares(server_error_handler: Callable[..., Any]) -> list[Any]:
+    """Connexion's default middleware stack with our router and document server, and a
+    server-error handler that answers the Error body (connexion#2059: the default one
+    answers an empty 500 for errors raised outside the handlers)."""
+    replacements: dict[Any, Any] = {
+        RoutingMiddleware: StrictRoutingMiddleware,
+        SwaggerUIMiddleware: SpecificFirstSwaggerUIMiddleware,
+        ServerErrorMiddleware: functools.partial(ServerErrorMiddleware,
+                                                 handler=server_error_handler),
+    }
     return [replacements.get(m, m) for m in ConnexionMiddleware.default_middlewares]
+
+
+# per-request setup, done once --------------------------------------------------------------
+
+
+class BearerSecurity(BearerSecurityHandler):
+    """Connexion's bearer check, unchanged but for one thing: it asks whether the info
+    function takes `required_scopes` and `request` by reading its signature, twice per
+    request; the answer is read once here."""
+
+    @staticmethod
+    @functools.cache
+    def _accepts_kwarg(func: Callable[..., Any], keyword: str) -> bool:
+        return AbstractSecurityHandler._accepts_kwarg(func, keyword)
+
+
+SECURITY_MAP = {"bearer": BearerSecurity}
 
 
 class CachedNamesParameterDecorator(SyncParameterDecorator):
@@ -303,3 +335,17 @@ def _prepare_views(flask_app: flask.Flask) -> None:
                 pythonic_params=view.pythonic_params, jsonifier=view.jsonifier
             )(view._fn)
             flask_app.view_functions[endpoint] = prepared
+
+
+# the inner Flask app ------------------------------------------------------------------------
+
+
+def strict_flask_routes(app: FlaskApp) -> None:
+    """The inner Flask app's int converter replaced too (connexion#770, as above)."""
+    app.app.url_map.converters["int"] = FlaskSegmentConverter
+
+
+def install_bridge(app: FlaskApp, bridge: Callable[[Any], ASGIApp]) -> None:
+    """Serve the inner Flask app through bridge(wsgi_app) in place of a2wsgi's
+    WSGIMiddleware, which FlaskApp keeps in the private _middleware_app.asgi_app."""
+    app._middleware_app.asgi_app = bridge(app.app.wsgi_app)

@@ -4,7 +4,7 @@ pending --cancel--> cancelled (204; again 204 when already cancelled, DESIGN.md 
 shipped --cancel--> refused, unchanged (409)
 pending --ship----> shipped (the CLI's `orders ship`); a cancelled order cannot ship.
 
-Nothing here knows HTTP: it raises the domain's exceptions from app.errors.
+Nothing here knows HTTP: it raises the domain's exceptions from app.core.errors.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from app.errors import OrderAlreadyShipped, OrderNotFound
-from app.storage import ORDER_STATUSES, Store
+from app.core.errors import OrderAlreadyShipped, OrderNotFound
+from app.core.storage import Store
+from app.core.storage.records import ORDER_STATUSES
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1

@@ -1,0 +1,57 @@
+"""The exceptions of the domain. Code below the handlers raises these and knows nothing of
+HTTP; app.web.errors is the one place that turns them (and every other error) into the
+Error body with its status (after sqlite-utils' NotFoundError, translated only by its CLI).
+"""
+
+from __future__ import annotations
+
+
+class PetstoreError(Exception):
+    """Base of the domain's exceptions; its message is safe to show a client."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class OrderNotFound(PetstoreError):
+    def __init__(self, order_id: int) -> None:
+        super().__init__(f"No order has the id {order_id}.")
+        self.order_id = order_id
+
+
+class OrderAlreadyShipped(PetstoreError):
+    def __init__(self, order_id: int) -> None:
+        super().__init__(
+            f"Order {order_id} has already shipped and can no longer be cancelled."
+        )
+        self.order_id = order_id
+
+
+class DuplicateOrder(PetstoreError):
+    def __init__(self, order_id: int) -> None:
+        super().__init__(f"An order with the id {order_id} exists already.")
+        self.order_id = order_id
+
+
+class PetNotFound(PetstoreError):
+    def __init__(self, pet_id: int) -> None:
+        super().__init__(f"No pet has the id {pet_id}.")
+        self.pet_id = pet_id
+
+
+class DuplicatePet(PetstoreError):
+    def __init__(self, pet_id: int) -> None:
+        super().__init__(f"A pet with the id {pet_id} exists already.")
+        self.pet_id = pet_id
+
+
+class StoreUnavailable(PetstoreError):
+    """The database cannot answer now (locked past the busy timeout, read-only, full...)."""
+
+
+class NotReady(PetstoreError):
+    """The instance cannot serve now; the message names the check that failed."""
+
+    def __init__(self, failed: str) -> None:
+        super().__init__(f"Not ready: {failed}.")

@@ -1,0 +1,38 @@
+"""Plans (DESIGN.md D11): the requests a minute and a day each plan allows, declared once
+under `x-plans` at the root of the OpenAPI document, which reviewers edit; enterprise keys
+carry their own numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+import yaml
+
+from app.core.storage.records import ApiKey
+
+
+class Plan(NamedTuple):
+    """A plan's numbers: requests a minute and a day."""
+
+    name: str
+    per_minute: int
+    per_day: int
+
+
+def load_plans(spec_path: str | Path) -> dict[str, Plan]:
+    """The plans declared under `x-plans` at the root of the OpenAPI document (D11)."""
+    with open(spec_path, encoding="utf-8") as stream:
+        spec = yaml.safe_load(stream)
+    return {
+        name: Plan(name, int(numbers["perMinute"]), int(numbers["perDay"]))
+        for name, numbers in spec["x-plans"].items()
+        if "perMinute" in numbers
+    }
+
+
+def plan_of(key: ApiKey, plans: dict[str, Plan]) -> Plan:
+    """The numbers that apply to a key: its plan's, or its own for enterprise keys."""
+    if key.per_minute is not None and key.per_day is not None:
+        return Plan(key.plan, key.per_minute, key.per_day)
+    return plans[key.plan]

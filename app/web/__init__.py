@@ -1,0 +1,141 @@
+"""The HTTP wing: create_app() builds the Connexion app over the core and wires its parts.
+
+The request path, outermost first (MiddlewarePosition names where Connexion puts each):
+
+    CORS (cors.py) -> Connexion's server errors -> paced bodies (encoding.py)
+      -> request id + access log (access.py) -> gzip (encoding.py) -> quotas (ratelimit.py)
+      -> Connexion's exceptions, document server and routing -> deprecation
+      -> keyring (security.py) -> RoutedOnly (routing.py) -> Connexion's security, request
+      and response validation -> decided headers (access.py) -> 304 (conditional.py)
+      -> Connexion's context -> the bridge (bridge.py) -> Flask -> handlers/ -> app.core
+
+Every reach into Connexion's internals is in connexion_internals.py.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import yaml
+from connexion import FlaskApp
+from connexion.middleware import MiddlewarePosition
+from connexion.options import SwaggerUIOptions
+
+from app.core.config import Settings
+from app.core.quotas.counters import Quotas
+from app.core.quotas.plans import load_plans
+from app.core.services import Services, open_services
+from app.web import connexion_internals as internals
+from app.web.access import AccessLog, DecidedHeaders
+from app.web.bridge import WSGIBridge
+from app.web.conditional import Revalidation
+from app.web.cors import Cors
+from app.web.deprecation import Deprecations, retirements
+from app.web.encoding import Compression, OrjsonJsonifier, PacedBodies
+from app.web.errors import register_error_handlers, server_error_handler
+from app.web.handlers import SERVICES
+from app.web.logs import configure_logging
+from app.web.ratelimit import RateLimitMiddleware
+from app.web.routing import RoutedOnly, TagResolver
+from app.web.security import KeyringForRequests
+
+OPENAPI_DIR = Path(__file__).resolve().parent.parent.parent / "openapi"
+API_SPEC = "petstore-v1.yaml"
+OPS_SPEC = "ops.yaml"
+BASE_PATH = "/v1"
+# No quota and no rate-limit headers on the document, its UI and the operations endpoints
+# (DESIGN.md D9).
+UNMETERED_PREFIXES = (f"{BASE_PATH}/openapi.json", f"{BASE_PATH}/ui", "/healthz", "/readyz",
+                      "/metrics")
+
+
+def _operations() -> dict[str, tuple[str, dict[str, Any]]]:
+    """Resolved operation id -> (path template, the operation's definition), for the
+    access log and the deprecation signals."""
+    resolver = TagResolver()
+    operations = {}
+    for name, base in ((API_SPEC, BASE_PATH), (OPS_SPEC, "")):
+        spec = yaml.safe_load((OPENAPI_DIR / name).read_text())
+        for path, item in spec["paths"].items():
+            for operation in item.values():
+                if isinstance(operation, dict) and "operationId" in operation:
+                    operations[resolver.handler_for(operation)] = (base + path, operation)
+    return operations
+
+
+def create_app(settings: Settings | None = None) -> FlaskApp:
+    """Build the service: the OpenAPI document routed to the handlers, over the store the
+    settings name. Tests pass their own Settings; wsgi.py reads them from the environment."""
+    settings = settings or Settings.from_env()
+    configure_logging(settings)
+    services: Services = open_services(settings)
+
+    middlewares = internals.strict_middlewares(server_error_handler)
+    origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
+    if origins:
+        middlewares.insert(0, functools.partial(Cors, origins=origins))
+    app = FlaskApp(
+        __name__,
+        specification_dir=OPENAPI_DIR,
+        middlewares=middlewares,
+        # FlaskApp's default indents, which forces the pure-Python encoder.
+        jsonifier=OrjsonJsonifier(),
+    )
+    internals.strict_flask_routes(app)
+    # One trip to a handler thread per response, in place of a2wsgi's several (bridge.py).
+    internals.install_bridge(app, WSGIBridge)
+    app.app.extensions[SERVICES] = services
+    app.add_api(
+        API_SPEC,
+        resolver=TagResolver(),
+        uri_parser_class=internals.StrictURIParser,
+        security_map=internals.SECURITY_MAP,
+        validator_map=internals.VALIDATOR_MAP,
+        validate_responses=settings.validate_responses,
+        strict_validation=False,  # D6: unknown query parameters are ignored in v1
+    )
+    # D16: the operations endpoints sit outside the v1 contract, at the server's root.
+    app.add_api(
+        OPS_SPEC,
+        base_path="",
+        resolver=TagResolver(),
+        validate_responses=settings.validate_responses,
+        swagger_ui_options=SwaggerUIOptions(serve_spec=False, swagger_ui=False),
+    )
+    register_error_handlers(app)
+    internals.prepare_operations(app)
+    operations = _operations()
+    store = services.store
+    app.add_middleware(PacedBodies, position=MiddlewarePosition.BEFORE_EXCEPTION)
+    app.add_middleware(AccessLog, position=MiddlewarePosition.BEFORE_EXCEPTION,
+                       templates={op: path for op, (path, _) in operations.items()})
+    if settings.gzip_level:
+        app.add_middleware(Compression, position=MiddlewarePosition.BEFORE_EXCEPTION,
+                           level=settings.gzip_level, max_bytes=settings.list_cache_bytes)
+    if settings.ratelimit_enabled:
+        app.add_middleware(
+            RateLimitMiddleware,
+            position=MiddlewarePosition.BEFORE_EXCEPTION,
+            settings=settings,
+            store=store,
+            keyring=services.keyring,
+            plans=load_plans(OPENAPI_DIR / API_SPEC),
+            quotas=Quotas(settings),
+            exempt_prefixes=UNMETERED_PREFIXES,
+        )
+    app.add_middleware(
+        Deprecations, position=MiddlewarePosition.BEFORE_SECURITY,
+        retired=retirements({op: d for op, (_, d) in operations.items()}),
+    )
+    if settings.validate_responses:
+        app.add_middleware(DecidedHeaders, position=MiddlewarePosition.BEFORE_CONTEXT)
+    # Inside DecidedHeaders, so that its 304s carry the decided headers when validated.
+    app.add_middleware(Revalidation, position=MiddlewarePosition.BEFORE_CONTEXT, store=store)
+    app.add_middleware(KeyringForRequests, position=MiddlewarePosition.BEFORE_SECURITY,
+                       keyring=services.keyring)
+    app.add_middleware(RoutedOnly, position=MiddlewarePosition.BEFORE_SECURITY,
+                       base_paths=(BASE_PATH, ""))
+
+    return app

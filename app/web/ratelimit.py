@@ -1,0 +1,219 @@
+"""The rate-limit middleware (DESIGN.md D8-D10): counts every API request against its
+caller's quota (app.core.quotas), answers 429 over quota, bans keys that keep hammering,
+and puts the rate-limit headers on every response.
+
+Why an ASGI middleware and not Flask-Limiter: requests that Connexion rejects (401, 400,
+405) never reach Flask, yet the specification wants the rate-limit headers on every
+response, and a 429 raised inside Flask loses its headers (DESIGN.md).
+
+Counting (D9): a request with a valid key counts against the key's windows; one without
+(no key, unknown, revoked) against its client address, with the Free plan's numbers.
+Over quota, the request is answered 429 here, neither passed on nor counted.
+
+Bans (D10): BAN_AFTER violations within BAN_WINDOW seconds ban the key for BAN_SECONDS.
+The ban is written on the key in the database, so every worker and the CLI see it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import math
+import time
+from functools import lru_cache
+
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.core import metrics
+from app.core.config import Settings, SettingsError
+from app.core.errors import StoreUnavailable
+from app.core.keys import Keyring
+from app.core.orders import format_time
+from app.core.quotas.counters import LimitsCounter, Quotas, QuotaStorageDown, Verdict, Window
+from app.core.quotas.plans import Plan, plan_of
+from app.core.storage import Store
+from app.core.storage.records import ApiKey
+from app.web.access import decide_headers
+from app.web.errors import RETRY_AFTER_UNAVAILABLE, UNAVAILABLE_MESSAGE, send_error
+from app.web.security import LOOKED_UP, bearer_token
+
+log = logging.getLogger("petstore.quotas")
+
+
+@lru_cache(maxsize=1024)
+def _policy(windows: tuple[tuple[str, int, int], ...]) -> bytes:
+    return ", ".join(f'"{name}";q={limit};w={seconds}'
+                     for name, limit, seconds in windows).encode()
+
+
+def rate_limit_headers(verdict: Verdict, now: float) -> list[tuple[bytes, bytes]]:
+    """X-RateLimit-* for the tightest window (D8), and the IETF draft's RateLimit-Policy
+    and RateLimit fields for both (draft-ietf-httpapi-ratelimit-headers)."""
+    tightest = verdict.tightest
+    windows = verdict.windows
+    state = b", ".join(b'"%s";r=%d;t=%d' % (w.name.encode(), w.remaining,
+                                             max(0, math.ceil(w.reset - now)))
+                       for w in windows)
+    return [
+        (b"x-ratelimit-limit", b"%d" % tightest.limit),
+        (b"x-ratelimit-remaining", b"%d" % tightest.remaining),
+        (b"x-ratelimit-reset", b"%d" % math.ceil(tightest.reset)),
+        (b"ratelimit-policy", _policy(tuple((w.name, w.limit, w.seconds) for w in windows))),
+        (b"ratelimit", state),
+    ]
+
+
+def _ban_ends(key: ApiKey) -> float | None:
+    if key.banned_until is None:
+        return None
+    return dt.datetime.fromisoformat(key.banned_until.replace("Z", "+00:00")).timestamp()
+
+
+# middleware -----------------------------------------------------------------------------
+
+
+class RateLimitMiddleware:
+    """Counts every API request, answers 429 over quota, puts the headers on every response.
+
+    Added outermost (MiddlewarePosition.BEFORE_EXCEPTION): it sees every request, including
+    those Connexion rejects before Flask. It must send its own 429 and 503, since an
+    exception raised here is not handled by Connexion's error handlers.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        settings: Settings,
+        store: Store,
+        keyring: Keyring,
+        plans: dict[str, Plan],
+        quotas: Quotas,
+        exempt_prefixes: tuple[str, ...],
+    ) -> None:
+        self.app = app
+        self.settings = settings
+        self.store = store
+        self.keyring = keyring
+        self.plans = plans
+        self.quotas = quotas
+        self.exempt_prefixes = exempt_prefixes
+        if settings.anonymous_plan not in plans:
+            raise SettingsError(
+                f"PETSTORE_ANONYMOUS_PLAN={settings.anonymous_plan!r} is not a plan of "
+                f"x-plans ({', '.join(plans)})"
+            )
+        # D9: requests without a valid key count per address, by default with Free's numbers.
+        self.anonymous = plans[settings.anonymous_plan]
+
+    def _exempt(self, scope: Scope) -> bool:
+        if scope["path"].startswith(self.exempt_prefixes):
+            return True
+        # A CORS preflight carries no credentials and must not spend a quota.
+        return scope["method"] == "OPTIONS" and any(
+            k.lower() == b"access-control-request-method" for k, _ in scope["headers"]
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self._exempt(scope):
+            await self.app(scope, receive, send)
+            return
+        token = bearer_token(scope)
+        try:
+            key = self.keyring.lookup(token) if token else None
+        except StoreUnavailable as exc:
+            log.warning("store unavailable: %s", exc.message)
+            await self._unavailable(send, self.anonymous, UNAVAILABLE_MESSAGE)
+            return
+        scope[LOOKED_UP] = key
+        if key is not None:
+            subject, plan = f"key/{key.id}", plan_of(key, self.plans)
+        else:
+            client = scope.get("client") or ("unknown", 0)
+            subject, plan = f"addr/{client[0]}", self.anonymous
+
+        now = time.time()
+        try:
+            ban_ends = _ban_ends(key) if key is not None else None
+            if ban_ends is not None and ban_ends > now:
+                verdict = await self.quotas.run(lambda c: c.peek(subject, plan))
+                await self._banned(send, verdict, ban_ends, now)
+                return
+            verdict = await self.quotas.run(lambda c: c.consume(subject, plan))
+            if not verdict.allowed:
+                await self._refuse(send, verdict, key, token, subject, now)
+                return
+        except QuotaStorageDown:
+            await self._unavailable(
+                send, plan, "The service cannot check quotas right now; retry shortly."
+            )
+            return
+
+        # AccessLog, outside, writes the decided headers on every response; DecidedHeaders,
+        # inside, on a handler's response before the response validator looks.
+        decide_headers(scope, rate_limit_headers(verdict, now))
+        await self.app(scope, receive, send)
+
+    async def _refuse(
+        self, send: Send, verdict: Verdict, key: ApiKey | None, token: str | None,
+        subject: str, now: float,
+    ) -> None:
+        retry_after = verdict.retry_after(now)
+        if key is not None and token is not None and self.settings.ban_seconds > 0:
+            bans = await self.quotas.run(
+                lambda c: self._violation_bans(c, subject, retry_after)
+            )
+            if bans:
+                until = now + self.settings.ban_seconds
+                banned = dt.datetime.fromtimestamp(until, dt.UTC)
+                await run_in_threadpool(self.store.ban_key, key.id, format_time(banned))
+                self.keyring.forget(token)
+                metrics.BANS.inc()
+                log.warning("key %d banned until %s after repeated 429s", key.id,
+                            format_time(banned))
+                await self._banned(send, verdict, until, now)
+                return
+        await _refuse_with(
+            send, 429, "rate_limit_exceeded",
+            f"Too many requests: the {verdict.tightest.name} quota is spent. "
+            f"Retry after {retry_after} s.",
+            verdict, retry_after, now,
+        )
+
+    async def _violation_bans(self, counter: LimitsCounter, subject: str, retry_after: int) -> bool:
+        if not await counter.refusal_is_violation(subject, retry_after):
+            return False
+        return await counter.violation_bans(
+            subject, self.settings.ban_after, self.settings.ban_window
+        )
+
+    async def _banned(self, send: Send, verdict: Verdict, ban_ends: float, now: float) -> None:
+        retry_after = max(1, math.ceil(ban_ends - now))
+        await _refuse_with(
+            send, 429, "api_key_banned",
+            f"This API key is banned for repeated requests after 429 answers. "
+            f"Retry after {retry_after} s.",
+            verdict, retry_after, now,
+        )
+
+    async def _unavailable(self, send: Send, plan: Plan, message: str) -> None:
+        """503 when the caller's windows cannot be known: they are reported closed until
+        Retry-After, which is honest about what the client may do."""
+        now = time.time()
+        retry = RETRY_AFTER_UNAVAILABLE
+        windows = (Window("minute", plan.per_minute, 60, 0, now + retry),
+                   Window("day", plan.per_day, 86_400, 0, now + retry))
+        await _refuse_with(send, 503, "service_unavailable", message,
+                           Verdict(False, windows), retry, now)
+
+
+async def _refuse_with(send: Send, status: int, code: str, message: str, verdict: Verdict,
+                       retry_after: int, now: float) -> None:
+    """An Error answer from the middleware, with the rate-limit headers and Retry-After."""
+    if status == 429:
+        metrics.REFUSED.labels(code).inc()
+    await send_error(
+        send, status, code, message,
+        [*rate_limit_headers(verdict, now), (b"retry-after", str(retry_after).encode())],
+    )

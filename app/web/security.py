@@ -1,0 +1,62 @@
+"""The bearer check the YAML names (x-bearerInfoFunc), and how it finds the keyring.
+
+Connexion reads the Authorization header and calls bearer_info with its token; the key is
+looked up through the core's Keyring (app.core.keys), cached, since this runs on the event
+loop thread (Connexion 3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.core.keys import Keyring
+from app.web.errors import DuplicateAuthorization
+
+SCOPE_KEY = "petstore.keyring"
+# The key the rate-limit middleware looked up for this request's token (None: none valid).
+LOOKED_UP = "petstore.api_key"
+
+
+def bearer_info(token: str, request: Any) -> dict[str, Any] | None:
+    """Connexion's x-bearerInfoFunc: the token info for a valid key, None otherwise."""
+    scope = request.scope
+    # The rate-limit middleware, when on, has looked this very token up already.
+    key = scope[LOOKED_UP] if LOOKED_UP in scope else scope[SCOPE_KEY].lookup(token)
+    if key is None:
+        return None
+    return {"sub": key.id, "key_id": key.id, "plan": key.plan}
+
+
+def authorization_headers(scope: Scope) -> list[bytes]:
+    """The values of every Authorization header of the request."""
+    return [v for k, v in scope["headers"] if k.lower() == b"authorization"]
+
+
+def bearer_token(scope: Scope) -> str | None:
+    """The bearer token of the request's single Authorization header, if it has one (the
+    scheme is case-insensitive, RFC 9110 section 11.1)."""
+    values = authorization_headers(scope)
+    if len(values) != 1:
+        return None
+    scheme, _, token = values[0].decode("latin-1").strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+class KeyringForRequests:
+    """Hands the keyring to code that only sees the ASGI scope (bearer_info), and refuses a
+    request with several Authorization headers (DESIGN.md D12) before the security check
+    reads only the first of them. Added right after routing."""
+
+    def __init__(self, app: ASGIApp, *, keyring: Keyring) -> None:
+        self.app = app
+        self.keyring = keyring
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope[SCOPE_KEY] = self.keyring
+            if len(authorization_headers(scope)) > 1:
+                raise DuplicateAuthorization()
+        await self.app(scope, receive, send)

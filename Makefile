@@ -3,15 +3,26 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+LOCK := requirements.lock
 
-.PHONY: run test lint bench bench-large clean
+.PHONY: run test lint lock bench bench-large clean
 
-$(STAMP): pyproject.toml
+# Exactly the versions CI passed on (requirements.lock), then the service itself on top.
+$(STAMP): pyproject.toml $(LOCK)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or newer is needed"'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	@$(BIN)/python -m pip check >/dev/null || { $(BIN)/python -m pip check; \
+		echo "$(LOCK) does not satisfy pyproject.toml's dependencies: run make lock"; exit 1; }
 	@touch $(STAMP)
+
+## lock: refresh requirements.lock to the newest versions pyproject.toml allows (then make test)
+lock: $(STAMP)
+	$(BIN)/pip-compile --quiet --upgrade --extra dev --strip-extras --no-emit-index-url \
+		--no-emit-find-links --output-file $(LOCK) pyproject.toml
+	@echo "$(LOCK) refreshed: review git diff $(LOCK), then run make test before committing."
 
 ## run: create a demo database (printing its demo key once) and serve on 127.0.0.1:8080
 run: $(STAMP)
@@ -25,10 +36,12 @@ test: $(STAMP)
 SPECTRAL := tools/spectral/node_modules/.bin/spectral
 OPENAPI := $(wildcard openapi/*.yaml)
 
-## lint: ruff, mypy, and the OpenAPI documents (openapi-spec-validator and Spectral)
+## lint: ruff, mypy, the import-linter contracts (pyproject.toml), and the OpenAPI documents
+## (openapi-spec-validator and Spectral)
 lint: $(STAMP)
 	$(BIN)/ruff check app tests bench wsgi.py
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/openapi-spec-validator $(OPENAPI)
 	@if command -v npm >/dev/null 2>&1; then \
 		$(MAKE) --no-print-directory $(SPECTRAL) && \
@@ -47,9 +60,10 @@ clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
 ## bench: load benchmarks with wrk (installed from Debian's packages where missing); the
-## stores benchmark needs a PostgreSQL (PETSTORE_BENCH_POSTGRES_URL, default the local one)
+## stores benchmark needs a PostgreSQL (PETSTORE_BENCH_POSTGRES_URL, default the local one).
+## AGAINST=REV also serves the service as it was at commit REV, for before/after ratios.
 bench: $(STAMP)
-	$(BIN)/python -m bench.service
+	$(BIN)/python -m bench.service $(if $(AGAINST),--against $(AGAINST))
 	$(BIN)/python -m bench.quotas
 	$(BIN)/python -m bench.stores
 	$(BIN)/python -m bench.soak

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -22,6 +23,7 @@ from app.core import keys as api_keys
 from app.core import orders, pets
 from app.core.config import Settings, SettingsError, redacted
 from app.core.errors import DuplicateOrder, DuplicatePet, PetstoreError
+from app.core.logs import configure_logging
 from app.core.storage import Store, open_store
 from app.core.storage.records import ORDER_STATUSES, PLANS, ApiKey
 
@@ -35,6 +37,8 @@ DEMO_ORDERS: tuple[dict[str, Any], ...] = (
     {"petId": 6, "quantity": 1, "status": "cancelled"},
 )
 DEMO_PETS = ({"id": 1, "name": "Rex"}, {"id": 2, "name": "Tom"}, {"id": 3, "name": "Polly"})
+
+log = logging.getLogger("petstore.cli")
 
 
 def say(message: str) -> None:
@@ -483,7 +487,10 @@ def serve(bind: str | None, workers: int | None) -> None:
     # for this run's files, unless the operator chose one.
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR",
                           tempfile.mkdtemp(prefix="petstore-metrics-"))
-    say(f"Serving {redacted(settings.database)} on http://{bind}/v1 with {workers} worker(s).")
+    # In the server's log, so in its shape (one JSON object a line, unless told text).
+    configure_logging(settings)
+    log.info("serving %s on http://%s/v1 with %d worker(s)", redacted(settings.database), bind,
+             workers)
     config = Path(__file__).parent / "web" / "gunicorn_conf.py"
     argv = [sys.executable, "-m", "gunicorn", "--config", str(config),
             "--bind", bind, "--workers", str(workers), "wsgi:app"]

@@ -93,12 +93,17 @@ class Process:
 
 @contextmanager
 def server(argv: list[str], env: dict[str, str], port: int, probe: str,
-           headers: dict[str, str]) -> Iterator[Process]:
+           headers: dict[str, str], tree: Path = ROOT) -> Iterator[Process]:
     """Start a server command pinned to SERVER_CPU and wait until probe answers. Its log
-    goes to a temporary file: a pipe nobody reads would fill and stop the server."""
+    goes to a temporary file: a pipe nobody reads would fill and stop the server. tree is
+    the source tree it serves (another commit's, checked out by worktree())."""
+    env = {**os.environ, **env}
+    if tree != ROOT:
+        # Its own app package first, ahead of the editable install of this checkout.
+        env["PYTHONPATH"] = str(tree)
     with tempfile.TemporaryFile(prefix="petstore-bench-") as log:
-        process = subprocess.Popen(pinned(SERVER_CPU, argv), env={**os.environ, **env},
-                                   stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        process = subprocess.Popen(pinned(SERVER_CPU, argv), env=env,
+                                   stdout=log, stderr=subprocess.STDOUT, cwd=tree)
         try:
             deadline = time.monotonic() + 30
             while True:
@@ -122,6 +127,21 @@ def server(argv: list[str], env: dict[str, str], port: int, probe: str,
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+@contextmanager
+def worktree(revision: str) -> Iterator[Path]:
+    """This repository at another commit, checked out in a temporary folder (git worktree),
+    so that a benchmark can serve both side by side; removed afterwards."""
+    folder = Path(tempfile.mkdtemp(prefix="petstore-bench-tree-"))
+    subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(folder), revision],
+                   cwd=ROOT, check=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(folder)], cwd=ROOT,
+                       check=False)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @dataclass(frozen=True)

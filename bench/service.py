@@ -6,7 +6,11 @@ scenario serve side by side and take turns under load, one run each per round; r
 medians of the rounds' ratios. The service runs with quotas on (memory://) and an
 Enterprise key whose limits cannot be reached.
 
-    python -m bench.service [--runs 5] [--seconds 3] [--sizes 10,1000,100000]
+With --against REV the service as it was at commit REV serves beside today's (from a git
+worktree, same database, same settings), and each scenario's row says today's throughput
+as a ratio of REV's: the before/after of a change, measured in one run.
+
+    python -m bench.service [--runs 5] [--seconds 3] [--sizes 10,1000,100000] [--against REV]
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench.harness import Load, free_port, median_load, say, server, table, wrk
+from bench.harness import ROOT, Load, free_port, median_load, say, server, table, worktree, wrk
 from bench.quotas import GUNICORN, LIST, prepare
 
 SYNC = [sys.executable, "-m", "gunicorn", "--worker-class", "sync", "--workers", "1",
@@ -71,23 +75,33 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="rounds per scenario")
     parser.add_argument("--seconds", type=int, default=3, help="length of each run")
     parser.add_argument("--sizes", default="10,1000,100000", help="list sizes to serve")
+    parser.add_argument("--against", metavar="REV",
+                        help="also serve the service as it was at this commit, for a ratio")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
 
     rows: list[tuple[str, Load, str]] = []
     everything: dict[str, dict[str, list[Load]]] = {}
-    with tempfile.TemporaryDirectory(prefix="petstore-bench-") as folder:
+    trees = {who: ROOT for who in SERVERS}
+    servers = dict(SERVERS)
+    with ExitStack() as trees_stack, \
+            tempfile.TemporaryDirectory(prefix="petstore-bench-") as folder:
+        if args.against:
+            before = f"service at {args.against}"
+            trees[before] = trees_stack.enter_context(worktree(args.against))
+            servers[before] = SERVERS["service"]
         for size in sizes:
             say(f"preparing {size:,} orders...")
             env, key = prepare(Path(folder) / str(size), size)
             auth = {"Authorization": f"Bearer {key}"}
             with ExitStack() as stack:
                 ports, processes = {}, {}
-                for who, (command, target) in SERVERS.items():
+                for who, (command, target) in servers.items():
                     port = ports[who] = free_port()
                     processes[who] = stack.enter_context(server(
                         [*command, "--bind", f"127.0.0.1:{port}", target],
-                        {**env, "PETSTORE_RATELIMIT_STORAGE": "memory://"}, port, LIST, auth))
+                        {**env, "PETSTORE_RATELIMIT_STORAGE": "memory://"}, port, LIST, auth,
+                        tree=trees[who]))
                     wrk(f"http://127.0.0.1:{port}{LIST}", auth, 1)  # warm up
                 urls = {who: f"http://127.0.0.1:{port}{LIST}" for who, port in ports.items()}
                 scenarios: dict[str, dict[str, Any]] = {
@@ -95,19 +109,21 @@ def main() -> None:
                         "targets": {who: (url, auth, None) for who, url in urls.items()},
                         "processes": processes},
                 }
+                services = [who for who in urls if who.startswith("service")]
                 if size == sizes[0]:
                     tag = etag_of(ports["service"], auth)
                     scenarios["GET list, If-None-Match: 304"] = {
-                        "targets": {"service": (urls["service"],
-                                                {**auth, "If-None-Match": tag}, None)},
+                        "targets": {who: (urls[who], {**auth, "If-None-Match": tag}, None)
+                                    for who in services},
                         "processes": processes}
                     scenarios["bad key: 401"] = {
                         "targets": {who: (url, BAD_KEY, None) for who, url in urls.items()},
                         "processes": processes}
                 results = measure(scenarios, args.runs, args.seconds)
                 if size == sizes[-1]:
-                    results.update(measure_deletes(Path(folder), ports["service"], processes,
-                                                   auth, size, args))
+                    results.update(measure_deletes(
+                        Path(folder), {who: ports[who] for who in services}, processes, auth,
+                        size, args))
             rows += rows_for(results)
             everything.update(results)
     print("\nThe service against its baselines: medians of rounds; ratios are medians of "
@@ -125,20 +141,22 @@ def main() -> None:
                       f"(target >= {at_least}: {verdict})")
 
 
-def measure_deletes(folder: Path, port: int, processes: dict[str, Any],
+def measure_deletes(folder: Path, ports: dict[str, int], processes: dict[str, Any],
                     auth: dict[str, str], size: int,
                     args: argparse.Namespace) -> dict[str, dict[str, list[Load]]]:
-    """DELETE of distinct pending orders: each run cancels ids no earlier run touched."""
+    """DELETE of distinct pending orders: each run (of each server, over one database)
+    cancels ids no earlier run touched."""
     state = {"first": 0}
 
     def script() -> Path:
         path = folder / f"delete-{state['first']}.lua"
         path.write_text(DELETE_SCRIPT.replace("{first}", str(state["first"]))
                         .replace("{list}", LIST))
-        state["first"] += size // (args.runs + 1)
+        state["first"] += size // (args.runs * len(ports) + 1)
         return path
 
-    plan = {"targets": {"service": (f"http://127.0.0.1:{port}{LIST}", auth, script)},
+    plan = {"targets": {who: (f"http://127.0.0.1:{port}{LIST}", auth, script)
+                        for who, port in ports.items()},
             "processes": processes}
     return measure({"DELETE of pending orders": plan}, args.runs, args.seconds)
 
@@ -159,7 +177,8 @@ def rows_for(results: dict[str, dict[str, list[Load]]]) -> list[tuple[str, Load,
             comparison = ""
             if who == "service":
                 parts = []
-                for baseline in ("plain Flask", "raw ASGI"):
+                befores = [who for who in by_server if who.startswith("service at ")]
+                for baseline in (*befores, "plain Flask", "raw ASGI"):
                     if baseline in by_server:
                         ratio = statistics.median(
                             s.rps / b.rps for s, b in zip(service, by_server[baseline],

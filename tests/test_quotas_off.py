@@ -1,4 +1,4 @@
-"""Quotas turned off. Outside tests/http on purpose: the YAML declares the rate-limit
+"""Quotas turned off. Outside tests/web on purpose: the YAML declares the rate-limit
 headers required on every response, and with quotas off none are sent, so these
 responses cannot pass Connexion's response validation."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 from app.core.config import Settings
 from app.core.storage import Store
 from app.web import create_app
-from tests.http.test_quotas import RATE_HEADERS
 from tests.support import make_key
+from tests.web.test_quotas import RATE_HEADERS
 
 LIST = "/v1/store/orders"
 

@@ -24,6 +24,7 @@ from connexion.middleware import MiddlewarePosition
 from connexion.options import SwaggerUIOptions
 
 from app.core.config import Settings
+from app.core.logs import configure_logging
 from app.core.quotas.counters import Quotas
 from app.core.quotas.plans import load_plans
 from app.core.services import Services, open_services
@@ -36,7 +37,6 @@ from app.web.deprecation import Deprecations, retirements
 from app.web.encoding import Compression, OrjsonJsonifier, PacedBodies
 from app.web.errors import register_error_handlers, server_error_handler
 from app.web.handlers import SERVICES
-from app.web.logs import configure_logging
 from app.web.ratelimit import RateLimitMiddleware
 from app.web.routing import RoutedOnly, TagResolver
 from app.web.security import KeyringForRequests

@@ -7,7 +7,7 @@ from typing import Any
 
 from app.core import metrics
 from app.core.config import Settings
-from app.web.logs import gunicorn_logconfig
+from app.core.logs import gunicorn_logconfig
 
 settings = Settings.from_env()
 

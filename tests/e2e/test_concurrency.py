@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 LIST = "/v1/store/orders"
 TWO_WORKERS = ("--workers", "2")
 # Two workers with in-process quotas would each count on their own; these tests are about
-# orders, so quotas are off (tests/redis covers quotas shared by workers).
+# orders, so quotas are off (tests/e2e/test_quotas_redis.py covers quotas shared by workers).
 NO_QUOTAS = {"ratelimit_enabled": "false"}
 
 

@@ -2,7 +2,7 @@
 with Retry-After (never a 500, never a hang) while it lasts, and the service recovers by
 itself when it ends. The disk is a small tmpfs the test mounts (root only; skipped with
 the reason elsewhere), so that it can really fill up. (A database locked past the busy
-timeout, and one that is read-only, are in tests/http/test_failures.py.)"""
+timeout, and one that is read-only, are in tests/web/test_failures.py.)"""
 
 from __future__ import annotations
 

@@ -86,3 +86,19 @@ def test_the_server_logs_one_json_access_line_per_request(server: tuple[Server, 
     assert (line["method"], line["path"], line["status"]) == (
         "DELETE", "/v1/store/orders/{orderId}", 404)
     assert isinstance(line["key_id"], int) and line["duration_ms"] > 0
+
+
+def test_every_line_of_the_server_log_is_json_of_one_shape(server: tuple[Server, str]) -> None:
+    """gunicorn's, uvicorn's and the service's lines alike: time, level, logger, message
+    first, no field with terminal escape codes (uvicorn's color_message), nothing else."""
+    http, _ = server
+    http.request("GET", "/v1/store/orders", {})
+    lines = http.log.read_text().splitlines()
+    loggers = set()
+    for text in lines:
+        assert text.startswith('{"time":"'), text  # compact JSON, not json.dumps' spaces
+        line = json.loads(text)
+        assert list(line)[:4] == ["time", "level", "logger", "message"], line
+        assert "color_message" not in line and "\x1b" not in text, line
+        loggers.add(line["logger"].split(".")[0])
+    assert {"petstore", "gunicorn", "uvicorn"} <= loggers, loggers

@@ -107,7 +107,7 @@ def test_fail_closed_answers_503_during_an_outage_and_recovers(
 @pytest.mark.slow
 def test_metrics_sum_over_two_workers(tmp_path: Path, redis_url: str,
                                       redis_prefix: str) -> None:
-    from tests.http.test_metrics import sample
+    from tests.web.test_metrics import sample
 
     with serving(tmp_path, "--workers", "2", ratelimit_storage=redis_url,
                  ratelimit_key_prefix=redis_prefix) as server:

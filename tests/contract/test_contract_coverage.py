@@ -15,7 +15,7 @@ import yaml
 from app.web import API_SPEC, OPENAPI_DIR, handlers
 from app.web.routing import TagResolver
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SPEC = yaml.safe_load((OPENAPI_DIR / API_SPEC).read_text())
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 OPERATIONS = [
@@ -56,7 +56,7 @@ def test_every_handler_is_named_by_an_operation() -> None:
 
 def _codes_asserted_by_http_tests() -> set[str]:
     codes = set()
-    for source in (ROOT / "tests" / "http").glob("test_*.py"):
+    for source in (ROOT / "tests" / "web").glob("test_*.py"):
         for node in ast.walk(ast.parse(source.read_text())):
             if (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "assert_error"
                     and len(node.args) >= 3 and isinstance(node.args[2], ast.Constant)):
@@ -70,7 +70,7 @@ ERROR_CODES = SPEC["components"]["schemas"]["Error"]["properties"]["code"]["x-ex
 @pytest.mark.parametrize("code", ERROR_CODES)
 def test_every_error_code_is_produced_by_an_http_test(code: str) -> None:
     assert code in _codes_asserted_by_http_tests(), (
-        f"no test in tests/http asserts an Error with code {code!r}"
+        f"no test in tests/web asserts an Error with code {code!r}"
     )
 
 

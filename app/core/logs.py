@@ -1,8 +1,9 @@
-"""How the server writes its logs: one JSON object a line, of one shape, whoever writes it.
+"""How the service logs: one JSON object a line, of one shape, whoever writes it.
 
-The service's own lines (the access line, errors, quotas), gunicorn's (start, workers,
-signals) and uvicorn's all go through LINE_FORMATTER's configuration: the fields time,
-level, logger and message, then whatever the record carries as extras (request_id, ...).
+The service's own lines (the access line, errors, quotas), `petstore serve`'s
+announcement, gunicorn's (start, workers, signals) and uvicorn's all go through the
+formatter here: the fields time, level, logger and message, then whatever the record
+carries as extras (request_id, ...).
 uvicorn adds to some records a `color_message` field, the message again with terminal
 escape codes: it is left out. PETSTORE_LOG_FORMAT=text gives plain lines instead.
 """

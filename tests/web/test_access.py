@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from app.core.config import Settings
+from app.core.logs import configure_logging
 from app.core.storage import Store
 from app.web import create_app
-from app.web.logs import configure_logging
-from tests.http.test_failures import ExplodingStore
 from tests.support import assert_error, make_key, wrap_store
+from tests.web.test_failures import ExplodingStore
 
 LIST = "/v1/store/orders"
 

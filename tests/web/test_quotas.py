@@ -14,8 +14,8 @@ from app.core.config import Settings
 from app.core.errors import StoreUnavailable
 from app.core.storage import Store
 from app.web import create_app
-from tests.http.test_failures import ExplodingStore
 from tests.support import assert_error, make_key, wrap_store
+from tests.web.test_failures import ExplodingStore
 
 LIST = "/v1/store/orders"
 RATE_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset",

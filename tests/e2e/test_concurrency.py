@@ -68,18 +68,25 @@ def test_cancels_racing_the_cli_ship_end_each_order_cancelled_or_shipped(
     with serving(tmp_path, *TWO_WORKERS, **NO_QUOTAS) as server:
         auth = _key(server)
         _import(server, count)
-        ship = subprocess.Popen([*PETSTORE, "orders", "ship",
-                                 *map(str, range(count, 0, -1))],
-                                env=server.env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
-
         def cancel(order_id: int) -> int:
             time.sleep(order_id * 0.02)
             return server.request("DELETE", f"{LIST}/{order_id}", auth)[0]
 
+        # Cancels of 1 upward go out one every 20 ms; the CLI, shipping 60 downward, starts
+        # once a third are answered, whatever its own start-up takes: the two meet in the
+        # middle, where they race for the same orders.
         with ThreadPoolExecutor(20) as pool:
-            cancels = dict(zip(range(1, count + 1), pool.map(cancel, range(1, count + 1)),
-                               strict=True))
+            futures = [pool.submit(cancel, order_id) for order_id in range(1, count + 1)]
+            deadline = time.monotonic() + 30
+            while sum(f.done() for f in futures) < count // 3:
+                assert time.monotonic() < deadline, "the cancels did not get going"
+                time.sleep(0.005)
+            ship = subprocess.Popen([*PETSTORE, "orders", "ship",
+                                     *map(str, range(count, 0, -1))],
+                                    env=server.env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True)
+            cancels = {order_id: future.result()
+                       for order_id, future in zip(range(1, count + 1), futures, strict=True)}
         said = ship.communicate(timeout=60)[0]
         final = server.statuses(auth)
 

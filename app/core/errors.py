@@ -55,3 +55,12 @@ class NotReady(PetstoreError):
 
     def __init__(self, failed: str) -> None:
         super().__init__(f"Not ready: {failed}.")
+
+
+class InvalidParameter(PetstoreError):
+    """A request's parameter that the document's schema admits but the rules refuse (a
+    cursor that was edited, a date-time without an offset); the message names it."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name

@@ -32,6 +32,14 @@ def format_time(moment: dt.datetime) -> str:
     return moment.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def get(store: Store, order_id: int) -> dict[str, Any]:
+    """The order with this id; raises OrderNotFound."""
+    order = store.get_order(order_id)
+    if order is None:
+        raise OrderNotFound(order_id)
+    return order
+
+
 def cancel(store: Store, order_id: int, key_id: int | None) -> None:
     """Cancel a pending order; an already-cancelled one is left as it is.
 

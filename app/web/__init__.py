@@ -15,7 +15,6 @@ Every reach into Connexion's internals is in connexion_internals.py.
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -38,30 +37,29 @@ from app.web.encoding import Compression, OrjsonJsonifier, PacedBodies
 from app.web.errors import register_error_handlers, server_error_handler
 from app.web.handlers import SERVICES
 from app.web.ratelimit import RateLimitMiddleware
-from app.web.routing import RoutedOnly, TagResolver
+from app.web.routing import APIS, OPENAPI_DIR, OPS, V1, RoutedOnly, TagResolver
 from app.web.security import KeyringForRequests
 
-OPENAPI_DIR = Path(__file__).resolve().parent.parent.parent / "openapi"
-API_SPEC = "petstore-v1.yaml"
-OPS_SPEC = "ops.yaml"
-BASE_PATH = "/v1"
-# No quota and no rate-limit headers on the document, its UI and the operations endpoints
-# (DESIGN.md D9).
-UNMETERED_PREFIXES = (f"{BASE_PATH}/openapi.json", f"{BASE_PATH}/ui", "/healthz", "/readyz",
-                      "/metrics")
+API_SPEC = V1.document  # the document that declares the plans (x-plans)
+# No quota and no rate-limit headers on the documents, their UIs and the operations
+# endpoints (DESIGN.md D9).
+UNMETERED_PREFIXES = (*(f"{api.base_path}{served}" for api in APIS if api.metered
+                        for served in ("/openapi.json", "/ui")),
+                      "/healthz", "/readyz", "/metrics")
 
 
 def _operations() -> dict[str, tuple[str, dict[str, Any]]]:
     """Resolved operation id -> (path template, the operation's definition), for the
     access log and the deprecation signals."""
-    resolver = TagResolver()
     operations = {}
-    for name, base in ((API_SPEC, BASE_PATH), (OPS_SPEC, "")):
-        spec = yaml.safe_load((OPENAPI_DIR / name).read_text())
+    for api in APIS:
+        resolver = TagResolver(api.handlers)
+        spec = yaml.safe_load((OPENAPI_DIR / api.document).read_text())
         for path, item in spec["paths"].items():
             for operation in item.values():
                 if isinstance(operation, dict) and "operationId" in operation:
-                    operations[resolver.handler_for(operation)] = (base + path, operation)
+                    operations[resolver.handler_for(operation)] = (api.base_path + path,
+                                                                   operation)
     return operations
 
 
@@ -87,23 +85,25 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
     # One trip to a handler thread per response, in place of a2wsgi's several (bridge.py).
     internals.install_bridge(app, WSGIBridge)
     app.app.extensions[SERVICES] = services
-    app.add_api(
-        API_SPEC,
-        resolver=TagResolver(),
-        uri_parser_class=internals.StrictURIParser,
-        security_map=internals.SECURITY_MAP,
-        validator_map=internals.VALIDATOR_MAP,
-        validate_responses=settings.validate_responses,
-        strict_validation=False,  # D6: unknown query parameters are ignored in v1
-    )
-    # D16: the operations endpoints sit outside the v1 contract, at the server's root.
-    app.add_api(
-        OPS_SPEC,
-        base_path="",
-        resolver=TagResolver(),
-        validate_responses=settings.validate_responses,
-        swagger_ui_options=SwaggerUIOptions(serve_spec=False, swagger_ui=False),
-    )
+    for api in APIS:
+        if api is OPS:
+            # D16: the operations endpoints sit outside the contracts, at the server's root.
+            app.add_api(api.document, base_path=api.base_path,
+                        resolver=TagResolver(api.handlers),
+                        validate_responses=settings.validate_responses,
+                        swagger_ui_options=SwaggerUIOptions(serve_spec=False,
+                                                            swagger_ui=False))
+            continue
+        app.add_api(
+            api.document,
+            base_path=api.base_path,
+            resolver=TagResolver(api.handlers),
+            uri_parser_class=internals.StrictURIParser,
+            security_map=internals.SECURITY_MAP,
+            validator_map=internals.VALIDATOR_MAP,
+            validate_responses=settings.validate_responses,
+            strict_validation=api.strict,
+        )
     register_error_handlers(app)
     internals.prepare_operations(app)
     operations = _operations()
@@ -136,6 +136,6 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
     app.add_middleware(KeyringForRequests, position=MiddlewarePosition.BEFORE_SECURITY,
                        keyring=services.keyring)
     app.add_middleware(RoutedOnly, position=MiddlewarePosition.BEFORE_SECURITY,
-                       base_paths=(BASE_PATH, ""))
+                       base_paths=tuple(api.base_path for api in APIS))
 
     return app

@@ -1,23 +1,28 @@
-"""Conditional GET of the order list: its weak ETag, and 304 Not Modified for a client
-whose copy is current.
+"""Conditional GET: weak ETags, and 304 Not Modified for a client whose copy is current.
 
-The list's ETag names the service's version (the encoding may change with it) and the
-orders' revision, which every change to an order raises (app/core/listing.py). Revalidation answers
-a matching If-None-Match after Connexion has routed, authenticated, counted and validated
-the request, but before the request reaches Flask: a 304 needs one read of the revision and
-no handler thread. Any other request, and a list whose revision moved on, go on to the
-handler.
+v2's pages and single orders (tagged_json) carry an ETag of their content, answered in the
+handler: 304 exactly when the bytes would be the same.
+
+v1's order list has an ETag that names the service's version (the encoding may change
+with it) and the orders' revision, which every change to an order raises
+(app/core/listing.py). Revalidation answers a matching If-None-Match after Connexion has
+routed, authenticated, counted and validated the request, but before the request reaches
+Flask: a 304 needs one read of the revision and no handler thread. Any other request, and
+a list whose revision moved on, go on to the handler.
 """
 
 from __future__ import annotations
 
+import hashlib
+
+import flask
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import __version__
 from app.core.storage import Store
 from app.web.connexion_internals import routed_operation
 
-LIST_OPERATION = "app.web.handlers.orders.list_orders"
+LIST_OPERATION = "app.web.handlers.v1.orders.list_orders"
 
 
 def list_etag(revision: int) -> str:
@@ -30,6 +35,24 @@ def matches(if_none_match: str, tag: str) -> bool:
     opaque = tag.removeprefix("W/")
     return any(candidate == "*" or candidate.removeprefix("W/") == opaque
                for candidate in (c.strip() for c in if_none_match.split(",")))
+
+
+def content_etag(body: bytes) -> str:
+    """A weak ETag of a body: a digest of its bytes."""
+    return f'W/"{hashlib.blake2b(body, digest_size=12).hexdigest()}"'
+
+
+def tagged_json(body: bytes, headers: dict[str, str] | None = None) -> flask.Response:
+    """A JSON body with its ETag, or 304 and no body when the request's If-None-Match
+    matches it."""
+    tag = content_etag(body)
+    given = flask.request.headers.get("If-None-Match")
+    if given is not None and matches(given, tag):
+        response = flask.Response(status=304, headers={"ETag": tag})
+        del response.headers["Content-Type"]
+        return response
+    return flask.Response(body, 200, mimetype="application/json",
+                          headers={"ETag": tag, **(headers or {})})
 
 
 class Revalidation:

@@ -207,13 +207,25 @@ class ParameterValidator(ConnexionParameterValidator):
 
 
 def _describe(param: dict[str, Any]) -> str:
+    """What a parameter's schema admits, in words."""
     schema = param.get("schema", param)
-    if schema.get("type") == "integer":
+    kind = schema.get("type")
+    if kind == "integer":
         text = "a whole number in plain decimal digits"
         if "minimum" in schema and "maximum" in schema:
             text += f" from {schema['minimum']} to {schema['maximum']}"
         return text
-    return f"a valid {schema.get('type', 'value')}"
+    if kind == "boolean":
+        return "true or false"
+    if kind == "array" and "enum" in schema.get("items", {}):
+        return f"one or more of {', '.join(schema['items']['enum'])}, comma-separated"
+    if "enum" in schema:
+        return f"one of {', '.join(map(str, schema['enum']))}"
+    if schema.get("format") == "date-time":
+        return "a date-time with an offset, such as 2026-11-20T10:00:00Z"
+    if kind == "string" and "maxLength" in schema:
+        return f"text of {schema.get('minLength', 0)} to {schema['maxLength']} characters"
+    return f"a valid {kind or 'value'}"
 
 
 VALIDATOR_MAP = {"parameter": ParameterValidator}

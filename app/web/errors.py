@@ -19,6 +19,7 @@ from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from starlette.exceptions import HTTPException
 
 from app.core.errors import (
+    InvalidParameter,
     NotReady,
     OrderAlreadyShipped,
     OrderNotFound,
@@ -27,6 +28,7 @@ from app.core.errors import (
     StoreUnavailable,
 )
 from app.web.access import request_id_of
+from app.web.routing import allowed_methods
 
 log = logging.getLogger("petstore.errors")
 
@@ -127,7 +129,8 @@ def _http_exception(request: ConnexionRequest, exc: Exception) -> ConnexionRespo
         return _internal(request, exc)
     code, message = _HTTP_CODES.get(status, ("invalid_request", "The request is not valid."))
     headers = {}
-    allow = (getattr(exc, "headers", None) or {}).get("Allow")
+    allow = (allowed_methods(request.scope["path"])
+             or (getattr(exc, "headers", None) or {}).get("Allow"))
     if status == 405 and allow:
         headers["Allow"] = allow
     return error_response(status, code, message, headers)
@@ -140,6 +143,8 @@ def _domain(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
         return error_response(404, "pet_not_found", exc.message)
     if isinstance(exc, OrderAlreadyShipped):
         return error_response(409, "order_already_shipped", exc.message)
+    if isinstance(exc, InvalidParameter):
+        return error_response(400, "invalid_request", exc.message)
     if isinstance(exc, StoreUnavailable):
         log.warning("store unavailable: %s", exc.message)
         return error_response(

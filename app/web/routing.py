@@ -6,9 +6,13 @@ overrides in connexion_internals.
 
 from __future__ import annotations
 
+import functools
 import re
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import yaml
 from connexion.resolver import Resolver
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -17,6 +21,53 @@ from app.web.connexion_internals import operation_definition, routed_base_path, 
 
 SNAKE_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 HANDLERS = "app.web.handlers"
+OPENAPI_DIR = Path(__file__).resolve().parents[2] / "openapi"
+
+
+@dataclass(frozen=True)
+class Api:
+    """One OpenAPI document the service serves: where, and with which handlers."""
+
+    document: str  # in openapi/
+    base_path: str
+    handlers: str  # the package of its handler modules, one module per tag
+    strict: bool  # whether a query parameter the document does not declare is 400
+    metered: bool  # whether its operations count against quotas (D9)
+
+
+# DESIGN.md D17: v1 and v2 side by side, each with its own document, openapi.json and UI;
+# D16: the operations endpoints at the root, outside both contracts.
+V1 = Api("petstore-v1.yaml", "/v1", f"{HANDLERS}.v1", strict=False, metered=True)  # D6
+V2 = Api("petstore-v2.yaml", "/v2", f"{HANDLERS}.v2", strict=True, metered=True)  # D19
+OPS = Api("ops.yaml", "", HANDLERS, strict=False, metered=False)
+APIS = (V1, V2, OPS)
+
+
+METHODS = ("delete", "get", "head", "options", "patch", "post", "put", "trace")
+
+
+@functools.cache
+def _paths() -> tuple[tuple[re.Pattern[str], str], ...]:
+    """Each path of every document as a pattern, with the methods it accepts (GET brings
+    HEAD, as Starlette answers it)."""
+    paths = []
+    for api in APIS:
+        document = yaml.safe_load((OPENAPI_DIR / api.document).read_text())
+        for template, item in document["paths"].items():
+            methods = {m.upper() for m in item if m in METHODS}
+            if "GET" in methods:
+                methods.add("HEAD")
+            pattern = "".join("[^/]+" if part.startswith("{") else re.escape(part)
+                              for part in re.split(r"(\{[^}]+\})", api.base_path + template))
+            paths.append((re.compile(pattern + r"\Z"), ", ".join(sorted(methods))))
+    return tuple(paths)
+
+
+def allowed_methods(path: str) -> str | None:
+    """The Allow header for a path of the documents: every method its operations accept
+    (Starlette's 405 names only those of the first route whose path matched, so GET and
+    DELETE of one path in v2 answered a PUT with `Allow: GET, HEAD`)."""
+    return next((methods for pattern, methods in _paths() if pattern.match(path)), None)
 
 
 def snake_case(name: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import pkgutil
 import re
 from pathlib import Path
 
@@ -13,40 +14,46 @@ import pytest
 import yaml
 
 from app.web import API_SPEC, OPENAPI_DIR, handlers
-from app.web.routing import TagResolver
+from app.web.routing import APIS, Api, TagResolver
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = yaml.safe_load((OPENAPI_DIR / API_SPEC).read_text())
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 OPERATIONS = [
-    (method.upper(), path, operation)
-    for document in sorted(OPENAPI_DIR.glob("*.yaml"))
-    for path, item in yaml.safe_load(document.read_text())["paths"].items()
+    (f"{method.upper()} {api.base_path}{path}", api, operation)
+    for api in APIS
+    for path, item in yaml.safe_load((OPENAPI_DIR / api.document).read_text())["paths"].items()
     for method, operation in item.items()
     if method in METHODS
 ]
 
 
-def _handler_name(operation: dict) -> str:
-    return TagResolver().handler_for(operation)
+def _handler_name(api: Api, operation: dict) -> str:
+    return TagResolver(api.handlers).handler_for(operation)
 
 
-@pytest.mark.parametrize(("method", "path", "operation"), OPERATIONS,
-                         ids=[f"{m} {p}" for m, p, _ in OPERATIONS])
-def test_every_operation_resolves_to_a_handler(method: str, path: str, operation: dict) -> None:
-    module_name, _, function = _handler_name(operation).rpartition(".")
+def test_every_document_in_openapi_is_served() -> None:
+    served = {api.document for api in APIS}
+    assert {path.name for path in OPENAPI_DIR.glob("*.yaml")} == served
+
+
+@pytest.mark.parametrize(("name", "api", "operation"), OPERATIONS,
+                         ids=[name for name, _, _ in OPERATIONS])
+def test_every_operation_resolves_to_a_handler(name: str, api: Api, operation: dict) -> None:
+    module_name, _, function = _handler_name(api, operation).rpartition(".")
     handler = getattr(importlib.import_module(module_name), function, None)
-    assert callable(handler), f"{method} {path}: no handler {module_name}.{function}"
+    assert callable(handler), f"{name}: no handler {module_name}.{function}"
     assert handler.__doc__, f"{module_name}.{function} has no docstring"
 
 
 def test_every_handler_is_named_by_an_operation() -> None:
-    named = {_handler_name(operation) for _, _, operation in OPERATIONS}
-    folder = Path(handlers.__file__).parent
-    for source in sorted(folder.glob("*.py")):
-        if source.name == "__init__.py":
-            continue
-        module = importlib.import_module(f"app.web.handlers.{source.stem}")
+    named = {_handler_name(api, operation) for _, api, operation in OPERATIONS}
+    modules = [info.name for info in pkgutil.walk_packages(handlers.__path__,
+                                                           f"{handlers.__name__}.")
+               if not info.ispkg]
+    assert modules
+    for module_name in modules:
+        module = importlib.import_module(module_name)
         for name, function in inspect.getmembers(module, inspect.isfunction):
             if function.__module__ == module.__name__ and not name.startswith("_"):
                 assert f"{module.__name__}.{name}" in named, (

@@ -62,13 +62,13 @@ def test_a_full_disk_is_503_for_writes_and_recovers_when_space_returns(
     with small_disk(tmp_path) as disk, service_on(disk) as (server, auth):
         assert server.request("DELETE", f"{LIST}/1", auth)[0] == 204
         filler = disk / "filler"
-        with filler.open("wb") as out:  # fill every byte that is left
-            try:
+        try:  # fill every byte that is left (the close may fail too, flushing the rest)
+            with filler.open("wb") as out:
                 while True:
                     out.write(b"\0" * (1 << 16))
                     out.flush()
-            except OSError:
-                pass
+        except OSError:
+            pass
         answers = [server.request("DELETE", f"{LIST}/{i}", auth) for i in range(2, 12)]
         for answer in answers:
             assert answer[0] in (204, 503), answer  # a page may still fit in the WAL

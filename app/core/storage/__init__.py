@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from app.core.config import Settings, store_kind
-from app.core.storage.records import ApiKey, Transition
+from app.core.storage.records import ApiKey, OrderQuery, Position, Transition
 from app.core.storage.sqlite import SQLiteStore
 
 
@@ -27,6 +27,16 @@ class Store(Protocol):
 
     def list_orders(self, status: str | None = None) -> list[dict[str, Any]]:
         """Every order (or those with one status), by id, in the API's field names."""
+        ...
+
+    def get_order(self, order_id: int) -> dict[str, Any] | None:
+        """The order with this id, in the API's field names, or None."""
+        ...
+
+    def page_orders(self, query: OrderQuery, after: Position | None,
+                    limit: int) -> list[tuple[str, str | None, int]]:
+        """Up to limit orders the query selects, in its sort, after the position (keyset,
+        never OFFSET), as (the order's JSON, its shipDate, its id) in page order."""
         ...
 
     def revision(self) -> int:

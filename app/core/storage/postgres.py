@@ -33,7 +33,7 @@ from psycopg_pool import ConnectionPool
 
 from app.core.errors import DuplicateOrder, DuplicatePet, StoreUnavailable
 from app.core.storage.records import ApiKey, Transition
-from app.core.storage.statements import KEY_COLUMNS, SqlStore
+from app.core.storage.statements import KEY_COLUMNS, LIST_INDEXES, SqlStore
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -142,6 +142,8 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER orders_truncate_raises_revision AFTER TRUNCATE ON orders
         FOR EACH STATEMENT EXECUTE FUNCTION raise_orders_revision();
     """,
+    # 5: an index for each filter and sort of the v2 list (D19)
+    ";\n".join(LIST_INDEXES),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -200,6 +202,7 @@ class PostgresStore(SqlStore):
     """Orders and API keys in one PostgreSQL database, shared by every host."""
 
     PARAM = "%s"
+    ORDER_JSON = ORDER_JSON
 
     def __init__(self, url: str, busy_timeout_ms: int = 1000, pool_size: int = 10) -> None:
         self.params = connection_parameters(url)

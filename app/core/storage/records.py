@@ -35,3 +35,26 @@ class Transition:
 
     status: str | None
     changed: bool
+
+
+@dataclass(frozen=True)
+class OrderQuery:
+    """Which orders a v2 list selects, and in what order (DESIGN.md D19). Statuses are
+    sorted and without repeats; ship_from (inclusive) and ship_to (exclusive) are written as
+    stored times are (UTC, whole seconds, ending in Z), so they compare as text."""
+
+    statuses: tuple[str, ...] = ()
+    pet_id: int | None = None
+    complete: bool | None = None
+    ship_from: str | None = None
+    ship_to: str | None = None
+    sort: str = "id"  # id, -id, shipDate or -shipDate
+
+
+@dataclass(frozen=True)
+class Position:
+    """The sort key of the last order of a page: the next page starts after it. ship_date
+    is None for the id sorts, and for an order without a shipDate."""
+
+    ship_date: str | None
+    id: int

@@ -20,7 +20,7 @@ import sqlite_utils
 
 from app.core.errors import DuplicateOrder, DuplicatePet, StoreUnavailable
 from app.core.storage.records import ApiKey, Transition
-from app.core.storage.statements import SqlStore
+from app.core.storage.statements import LIST_INDEXES, SqlStore
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -95,11 +95,19 @@ def _add_revision_v4(db: sqlite_utils.Database) -> None:
                    " orders BEGIN UPDATE revision SET value = value + 1; END")
 
 
+def _add_list_indexes_v5(db: sqlite_utils.Database) -> None:
+    """An index for each filter and sort of the v2 list (D19), so that every page is an
+    index range: each ends with the id, the tie-break of every sort."""
+    for statement in LIST_INDEXES:
+        db.execute(statement)
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _create_schema_v1,
     _add_bans_v2,
     _add_pets_v3,
     _add_revision_v4,
+    _add_list_indexes_v5,
 )
 
 # The whole list as JSON, built by SQLite: reading rows into Python dicts costs about ten
@@ -125,6 +133,7 @@ class SQLiteStore(SqlStore):
     """Orders and API keys in one SQLite file."""
 
     PARAM = "?"
+    ORDER_JSON = ORDER_JSON
 
     def __init__(self, path: str | Path, busy_timeout_ms: int = 1000) -> None:
         self.path = str(path)

@@ -13,10 +13,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from app.core.storage.records import ORDER_STATUSES, ApiKey, Transition
+from app.core.storage.records import ORDER_STATUSES, ApiKey, OrderQuery, Position, Transition
 
 ORDER_COLUMNS = "id, pet_id, quantity, ship_date, complete, status"
 KEY_COLUMNS = "id, prefix, name, plan, per_minute, per_day, created_at, revoked_at, banned_until"
+# The v2 list's indexes (migration 5 of both stores): one for each filter and sort, each
+# ending with the id, the tie-break of every sort, so that a page is one index range. The
+# orders without a shipDate, last in both shipDate sorts, have a partial index of their
+# own. (status, id) replaces the index on status alone.
+LIST_INDEXES = (
+    "DROP INDEX idx_orders_status",
+    "CREATE INDEX idx_orders_status_id ON orders (status, id)",
+    "CREATE INDEX idx_orders_pet_id ON orders (pet_id, id)",
+    "CREATE INDEX idx_orders_complete_id ON orders (complete, id)",
+    "CREATE INDEX idx_orders_ship_date_id ON orders (ship_date, id)",
+    "CREATE INDEX idx_orders_undated_id ON orders (id) WHERE ship_date IS NULL",
+)
 
 
 def order_fields(row: tuple[Any, ...]) -> dict[str, Any]:
@@ -39,6 +51,8 @@ class SqlStore:
 
     PARAM: ClassVar[str]
     """The driver's placeholder for a parameter."""
+    ORDER_JSON: ClassVar[str]
+    """An SQL expression: one order's JSON, as list_orders gives it, built by the database."""
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Every row the query gives."""
@@ -91,6 +105,59 @@ class SqlStore:
             sql += f" WHERE status = {self.PARAM}"
             params = (status,)
         return [order_fields(row) for row in self._rows(sql + " ORDER BY id", params)]
+
+    def get_order(self, order_id: int) -> dict[str, Any] | None:
+        """The order with this id, in the API's field names, or None."""
+        rows = self._rows(f"SELECT {ORDER_COLUMNS} FROM orders WHERE id = {self.PARAM}",
+                          (order_id,))
+        return order_fields(rows[0]) if rows else None
+
+    def page_orders(self, query: OrderQuery, after: Position | None,
+                    limit: int) -> list[tuple[str, str | None, int]]:
+        """Up to limit orders the query selects, in its sort, after the position (keyset: each
+        step is an index range, never OFFSET), as (JSON, shipDate, id) in page order."""
+        p = self.PARAM
+        filters: list[str] = []
+        params: list[Any] = []
+        if query.statuses:
+            filters.append(f"status IN ({', '.join([p] * len(query.statuses))})")
+            params += query.statuses
+        for condition, value in ((f"pet_id = {p}", query.pet_id),
+                                 (f"complete = {p}", query.complete),
+                                 (f"ship_date >= {p}", query.ship_from),
+                                 (f"ship_date < {p}", query.ship_to)):
+            if value is not None:
+                filters.append(condition)
+                params.append(value)
+        later = "<" if query.sort.startswith("-") else ">"
+        direction = "DESC" if query.sort.startswith("-") else "ASC"
+        # Each step: its own conditions, their parameters, its ORDER BY. Orders without a
+        # shipDate come after every dated one in both directions (D19), so the shipDate
+        # sorts walk the dated orders by (ship_date, id), then the others by id.
+        steps: list[tuple[list[str], tuple[Any, ...], str]] = []
+        if query.sort in ("id", "-id"):
+            steps.append(([f"id {later} {p}"] if after else [],
+                          (after.id,) if after else (), f"id {direction}"))
+        else:
+            if after is None or after.ship_date is not None:
+                steps.append(
+                    (["ship_date IS NOT NULL"]
+                     + ([f"(ship_date, id) {later} ({p}, {p})"] if after else []),
+                     (after.ship_date, after.id) if after else (),
+                     f"ship_date {direction}, id {direction}"))
+            resume = after is not None and after.ship_date is None
+            steps.append((["ship_date IS NULL"] + ([f"id {later} {p}"] if resume else []),
+                          (after.id,) if resume and after else (), f"id {direction}"))
+        rows: list[tuple[str, str | None, int]] = []
+        for conditions, step_params, order_by in steps:
+            where = " AND ".join(filters + conditions)
+            rows += self._rows(
+                f"SELECT {self.ORDER_JSON}, ship_date, id FROM orders"
+                f"{' WHERE ' + where if where else ''} ORDER BY {order_by} LIMIT {p}",
+                (*params, *step_params, limit - len(rows)))
+            if len(rows) >= limit:
+                break
+        return rows
 
     def revision(self) -> int:
         """A number that every change to the orders raises, from any process or host."""

@@ -13,95 +13,18 @@ import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from app.core import keys
-from app.core.config import Settings
 from app.core.errors import DuplicateOrder, DuplicatePet, StoreUnavailable
-from app.core.storage import Store, open_store, postgres, sqlite
+from app.core.storage import Store, postgres, sqlite
+from tests.core.storage.conftest import BUSY_TIMEOUT_MS, Place
 from tests.support import postgres_databases
 
 NOW = "2026-01-01T00:00:00Z"
-BUSY_TIMEOUT_MS = 200
-
-
-@dataclass
-class Place:
-    """The database under a store: its kind and PETSTORE_DATABASE value."""
-
-    kind: str
-    database: str
-
-    def open(self) -> Store:
-        """Another store over the same database, as another process would open."""
-        return open_store(Settings(database=self.database, busy_timeout_ms=BUSY_TIMEOUT_MS))
-
-    @contextmanager
-    def holding_order_lock(self, order_id: int) -> Iterator[None]:
-        """Another connection holds a write lock that cancelling order_id must wait for:
-        SQLite's whole-database lock, or PostgreSQL's lock on the order's row."""
-        if self.kind == "sqlite":
-            blocker = sqlite3.connect(self.database, isolation_level=None)
-            blocker.execute("BEGIN IMMEDIATE")
-            try:
-                yield
-            finally:
-                blocker.execute("ROLLBACK")
-                blocker.close()
-            return
-        import psycopg
-
-        with psycopg.connect(self.database) as conn:  # a transaction, until the block ends
-            conn.execute("SELECT id FROM orders WHERE id = %s FOR UPDATE", (order_id,))
-            yield
-            conn.rollback()
-
-    def sql(self, query: str) -> list[tuple[Any, ...]]:
-        """Rows of a query run on a connection of the test's own."""
-        if self.kind == "sqlite":
-            with sqlite3.connect(self.database) as conn:
-                return conn.execute(query).fetchall()
-        import psycopg
-
-        with psycopg.connect(self.database) as conn:
-            cursor = conn.execute(query)  # type: ignore[arg-type]
-            return cursor.fetchall() if cursor.description else []
-
-    def columns(self) -> dict[str, list[str]]:
-        """Every table of the schema and its columns, in order."""
-        if self.kind == "sqlite":
-            tables = [t for (t,) in self.sql("SELECT name FROM sqlite_master WHERE type = "
-                                            "'table' ORDER BY name")]
-            return {t: [c[1] for c in self.sql(f"PRAGMA table_info({t})")] for t in tables}
-        columns: dict[str, list[str]] = {}
-        for table, column in self.sql(
-            "SELECT table_name, column_name FROM information_schema.columns WHERE "
-            "table_schema = 'public' AND table_name <> 'petstore_schema' "
-            "ORDER BY table_name, ordinal_position"
-        ):
-            columns.setdefault(table, []).append(column)
-        return columns
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def place(request: pytest.FixtureRequest, tmp_path: Path) -> Place:
-    if request.param == "sqlite":
-        return Place("sqlite", str(tmp_path / "store.db"))
-    return Place("postgresql", request.getfixturevalue("postgres_database"))
-
-
-@pytest.fixture
-def store(place: Place) -> Iterator[Store]:
-    store = place.open()
-    yield store
-    store.dispose()
 
 
 def _key(store: Store, name: str = "k") -> int:

@@ -1,0 +1,144 @@
+"""The order list of v2: filters, a sort, and pages walked by cursor (DESIGN.md D18, D19).
+
+A page is read by keyset, never OFFSET: it starts after the sort key of the last order of
+the page before, so page 10,000 costs what page 1 costs. The cursor carries that key, and
+a fingerprint of the filters and sort it was made with; it is opaque to clients and
+checked (a checksum over its content), so an edited cursor, or one sent with other filters
+or another sort, is refused (InvalidParameter, 400 naming `cursor`). The checksum detects
+edits; it is not a secret: a forged cursor could only move its holder within a list that
+holder may read anyway.
+
+Sorts: `id`, `-id`, `shipDate`, `-shipDate`; ties break by id (in the sort's direction),
+and orders without a shipDate come after every dated one in both directions. The sort key
+of an order is (shipDate or None, id) for the shipDate sorts, (None, id) for the others.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import orjson
+
+from app.core.errors import InvalidParameter
+from app.core.orders import InvalidOrder, format_time, parse_time
+from app.core.storage import Store
+from app.core.storage.records import ORDER_STATUSES, OrderQuery, Position
+
+SORTS = ("id", "-id", "shipDate", "-shipDate")
+LIMIT_DEFAULT = 100
+LIMIT_MAX = 1000
+CURSOR_VERSION = 1
+_CHECK_KEY = b"petstore-orders-cursor"  # a checksum's key, not a secret (see above)
+_CHECK_BYTES = 12
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page: its orders (each as its JSON text), and the cursor of the next page (None
+    on the last)."""
+
+    orders: list[str]
+    next: str | None
+
+
+def ship_time(text: str, name: str) -> str:
+    """A shipDateFrom or shipDateTo value as stored times are written (UTC, whole
+    seconds). Stored times have whole seconds, so a bound with a fraction is raised to the
+    next second: inclusive `from` and exclusive `to` then select the same orders."""
+    try:
+        stored = parse_time(text, name)
+    except InvalidOrder as exc:
+        raise InvalidParameter(name, f"The query parameter {name} must be a date-time with "
+                                     f"an offset, such as 2026-11-20T10:00:00Z.") from exc
+    moment = dt.datetime.fromisoformat(text.strip())
+    if moment.microsecond:
+        moment = moment.replace(microsecond=0) + dt.timedelta(seconds=1)
+        stored = format_time(moment)
+    return stored
+
+
+def order_query(*, status: Iterable[str] | None = None, pet_id: int | None = None,
+                complete: bool | None = None, ship_date_from: str | None = None,
+                ship_date_to: str | None = None, sort: str = "id") -> OrderQuery:
+    """The filters and sort of a request, checked and in one canonical form."""
+    statuses = tuple(sorted(set(status or ())))
+    unknown = [s for s in statuses if s not in ORDER_STATUSES]
+    if unknown:
+        raise InvalidParameter("status", f"The query parameter status must list some of "
+                                         f"{', '.join(ORDER_STATUSES)}.")
+    if sort not in SORTS:
+        raise InvalidParameter("sort", f"The query parameter sort must be one of "
+                                       f"{', '.join(SORTS)}.")
+    return OrderQuery(
+        statuses=statuses,
+        pet_id=pet_id,
+        complete=complete,
+        ship_from=ship_time(ship_date_from, "shipDateFrom") if ship_date_from else None,
+        ship_to=ship_time(ship_date_to, "shipDateTo") if ship_date_to else None,
+        sort=sort,
+    )
+
+
+def fingerprint(query: OrderQuery) -> str:
+    """A short digest of the filters and sort: what a cursor is bound to."""
+    canonical = orjson.dumps([query.statuses, query.pet_id, query.complete, query.ship_from,
+                              query.ship_to, query.sort])
+    return hashlib.blake2b(canonical, digest_size=8).hexdigest()
+
+
+def _check(payload: bytes) -> bytes:
+    return hashlib.blake2b(payload, key=_CHECK_KEY, digest_size=_CHECK_BYTES).digest()
+
+
+def encode_cursor(query: OrderQuery, after: Position) -> str:
+    """The opaque, URL-safe cursor of the page that starts after this position."""
+    payload = orjson.dumps([CURSOR_VERSION, fingerprint(query), after.ship_date, after.id])
+    raw = payload + _check(payload)
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def decode_cursor(cursor: str, query: OrderQuery) -> Position:
+    """The position a cursor names, if it is intact and was made for this query."""
+    edited = InvalidParameter("cursor", "The query parameter cursor is not one this service "
+                                        "gave out (it was changed or cut short).")
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    except (binascii.Error, ValueError):
+        raise edited from None
+    payload, check = raw[:-_CHECK_BYTES], raw[-_CHECK_BYTES:]
+    if len(raw) <= _CHECK_BYTES or _check(payload) != check:
+        raise edited
+    try:
+        version, made_for, ship_date, order_id = orjson.loads(payload)
+    except (orjson.JSONDecodeError, ValueError, TypeError):
+        raise edited from None
+    if version != CURSOR_VERSION or not isinstance(order_id, int):
+        raise edited
+    if made_for != fingerprint(query):
+        raise InvalidParameter("cursor", "The query parameter cursor belongs to other filters "
+                                         "or another sort: send it with the same status, petId, "
+                                         "complete, shipDateFrom, shipDateTo and sort as the "
+                                         "page it came from.")
+    return Position(ship_date, order_id)
+
+
+def page(store: Store, query: OrderQuery, limit: int = LIMIT_DEFAULT,
+         cursor: str | None = None) -> Page:
+    """One page of the orders the query selects, in its sort, after the cursor's position."""
+    if not 1 <= limit <= LIMIT_MAX:
+        raise InvalidParameter("limit", f"The query parameter limit must be a whole number "
+                                        f"from 1 to {LIMIT_MAX}.")
+    after = decode_cursor(cursor, query) if cursor else None
+    # One more than asked: whether there is a next page, without a second query.
+    rows = store.page_orders(query, after, limit + 1)
+    if len(rows) <= limit:
+        return Page([row[0] for row in rows], None)
+    _, ship_date, order_id = rows[limit - 1]
+    by_date = query.sort in ("shipDate", "-shipDate")
+    last = Position(ship_date if by_date else None, order_id)
+    return Page([row[0] for row in rows[:limit]], encode_cursor(query, last))

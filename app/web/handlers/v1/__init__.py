@@ -1,0 +1,1 @@
+"""The handlers of openapi/petstore-v1.yaml (frozen: see openapi/released/)."""

@@ -1,0 +1,1 @@
+"""The handlers of openapi/petstore-v2.yaml."""

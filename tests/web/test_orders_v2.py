@@ -1,0 +1,221 @@
+"""v2 over HTTP, in process: pages by cursor and Link, filters, sorts, one order, cancel, the
+ETag and 304, and every malformed request an Error naming its parameter (DESIGN.md D17-D20).
+Every response is validated against openapi/petstore-v2.yaml."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from app.core.config import Settings
+from app.core.storage import Store
+from app.web import create_app
+from tests.support import assert_error, make_key
+
+LIST = "/v2/store/orders"
+RATE_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
+STATUSES = ("pending", "shipped", "cancelled")
+
+
+def _orders(count: int) -> list[dict[str, Any]]:
+    """Orders 1..count: statuses in turn, pets 0-4, every third without a shipDate, ship
+    dates repeating so that ties break by id."""
+    return [{"id": i, "petId": i % 5, "quantity": 1, "status": STATUSES[i % 3],
+             "complete": i % 4 == 0,
+             **({} if i % 3 == 0 else {"shipDate": f"2026-11-{10 + i % 7:02d}T10:00:00Z"})}
+            for i in range(1, count + 1)]
+
+
+@pytest.fixture
+def many(store: Store) -> list[dict[str, Any]]:
+    """30 more orders than the web fixture's four (ids 101 and up, whose fields differ)."""
+    rows = [{**order, "id": order["id"] + 100} for order in _orders(30)]
+    store.import_orders(rows)
+    return rows
+
+
+def _walk(client: Any, auth: dict[str, str], url: str) -> list[dict[str, Any]]:
+    """Every order of a list, following Link from the first page to the last."""
+    seen: list[dict[str, Any]] = []
+    pages = 0
+    while url:
+        response = client.get(url, headers=auth)
+        assert response.status_code == 200, response.text
+        body = response.json()
+        seen += body["orders"]
+        link = response.headers.get("link")
+        if body["next"] is None:
+            assert link is None
+            url = ""
+        else:
+            target = re.fullmatch(r'<([^>]+)>; rel="next"', link)
+            assert target, link
+            assert parse_qs(urlsplit(target.group(1)).query)["cursor"] == [body["next"]]
+            url = target.group(1)
+        pages += 1
+        assert pages < 100
+    return seen
+
+
+def test_the_first_page_has_the_default_limit_and_a_next_cursor(
+        client: Any, auth: dict[str, str], store: Store) -> None:
+    store.import_orders(_orders(150)[100:] + [{**o, "id": o["id"] + 1000}
+                                              for o in _orders(100)])
+    response = client.get(LIST, headers=auth)
+    assert response.status_code == 200
+    body = response.json()
+    assert len(body["orders"]) == 100 and isinstance(body["next"], str)
+    ids = [order["id"] for order in body["orders"]]
+    assert ids == sorted(ids)
+    assert response.headers["link"].startswith(f'<{LIST}?cursor=')
+    for header in RATE_HEADERS:
+        assert header in response.headers
+
+
+@pytest.mark.parametrize("sort", ["id", "-id", "shipDate", "-shipDate"])
+def test_walking_the_links_returns_every_order_once_in_the_sort(
+        client: Any, auth: dict[str, str], many: list[dict[str, Any]], sort: str) -> None:
+    seen = _walk(client, auth, f"{LIST}?limit=4&sort={sort}")
+    everything = client.get(f"{LIST}?limit=1000", headers=auth).json()["orders"]
+    assert len(seen) == len(everything) == 34
+    assert len({order["id"] for order in seen}) == 34
+    descending = sort.startswith("-")
+    if sort.endswith("id"):
+        expected = sorted(everything, key=lambda o: o["id"], reverse=descending)
+    else:
+        dated = sorted((o for o in everything if "shipDate" in o),
+                       key=lambda o: (o["shipDate"], o["id"]), reverse=descending)
+        undated = sorted((o for o in everything if "shipDate" not in o),
+                         key=lambda o: o["id"], reverse=descending)
+        expected = dated + undated  # undated last in both directions (D19)
+    assert [o["id"] for o in seen] == [o["id"] for o in expected]
+
+
+def test_filters_combine_with_and_and_the_links_keep_them(
+        client: Any, auth: dict[str, str], many: list[dict[str, Any]]) -> None:
+    url = (f"{LIST}?status=pending,shipped&petId=2&shipDateFrom=2026-11-11T10:00:00Z"
+           f"&shipDateTo=2026-11-15T10:00:00%2B00:00&limit=1")
+    seen = _walk(client, auth, url)
+    expected = [o for o in many if o["status"] in ("pending", "shipped") and o["petId"] == 2
+                and "2026-11-11T10:00:00Z" <= o.get("shipDate", "") < "2026-11-15T10:00:00Z"]
+    assert expected and [o["id"] for o in seen] == [o["id"] for o in expected]
+    complete = client.get(f"{LIST}?complete=true&limit=1000", headers=auth).json()["orders"]
+    assert complete and all(order["complete"] for order in complete)
+    cancelled = client.get(f"{LIST}?status=cancelled&limit=1000", headers=auth).json()
+    assert cancelled["orders"] and {o["status"] for o in cancelled["orders"]} == {"cancelled"}
+
+
+def test_a_date_bound_with_an_offset_or_a_fraction_selects_by_the_instant(
+        client: Any, auth: dict[str, str], many: list[dict[str, Any]]) -> None:
+    # 11:00+01:00 is 10:00Z: the orders of 2026-11-11T10:00:00Z are in, inclusive.
+    start = client.get(f"{LIST}?shipDateFrom=2026-11-11T11:00:00%2B01:00&"
+                       f"shipDateTo=2026-11-11T10:00:00.5Z&limit=1000", headers=auth).json()
+    assert start["orders"] and {o["shipDate"] for o in start["orders"]} == {
+        "2026-11-11T10:00:00Z"}
+
+
+def test_a_cursor_with_other_filters_or_sort_is_refused_but_limit_may_change(
+        client: Any, auth: dict[str, str], many: list[dict[str, Any]]) -> None:
+    cursor = client.get(f"{LIST}?status=pending&limit=2", headers=auth).json()["next"]
+    for other in ("", "&status=shipped", "&status=pending&sort=-id", "&status=pending&petId=1"):
+        body = assert_error(client.get(f"{LIST}?cursor={cursor}{other}", headers=auth),
+                            400, "invalid_request")
+        assert "cursor" in body["message"]
+    more = client.get(f"{LIST}?status=pending&limit=5&cursor={cursor}", headers=auth)
+    assert more.status_code == 200 and len(more.json()["orders"]) == 5
+
+
+@pytest.mark.parametrize("query", [
+    "cursor=abc", "cursor=%21%21", "limit=0", "limit=1001", "limit=ten", "limit=",
+    "status=lost", "status=", "sort=price", "petId=seven", "complete=maybe",
+    "shipDateFrom=yesterday", "shipDateTo=2026-11-20T10:00:00", "color=red", "offset=10",
+])
+def test_malformed_queries_are_400_naming_the_parameter(
+        client: Any, auth: dict[str, str], query: str) -> None:
+    body = assert_error(client.get(f"{LIST}?{query}", headers=auth), 400, "invalid_request")
+    assert query.split("=")[0] in body["message"], body
+
+
+def test_an_edited_cursor_is_refused(client: Any, auth: dict[str, str],
+                                     many: list[dict[str, Any]]) -> None:
+    cursor = client.get(f"{LIST}?limit=2", headers=auth).json()["next"]
+    for edited in (cursor[:-1], cursor[:-2] + ("A" if cursor[-2] != "A" else "B") + cursor[-1],
+                   "x" + cursor, cursor + "A"):
+        body = assert_error(client.get(f"{LIST}?cursor={edited}", headers=auth),
+                            400, "invalid_request")
+        assert "cursor" in body["message"]
+
+
+def test_a_page_and_an_order_answer_a_matching_if_none_match_with_304(
+        client: Any, auth: dict[str, str], many: list[dict[str, Any]]) -> None:
+    for url in (f"{LIST}?limit=3", f"{LIST}/101"):
+        first = client.get(url, headers=auth)
+        tag = first.headers["etag"]
+        assert tag.startswith('W/"')
+        again = client.get(url, headers={**auth, "If-None-Match": tag})
+        assert again.status_code == 304 and again.content == b""
+        assert again.headers["etag"] == tag
+        for header in RATE_HEADERS:
+            assert header in again.headers
+        stale = client.get(url, headers={**auth, "If-None-Match": 'W/"other"'})
+        assert stale.status_code == 200
+    # Cancelling order 1 (pending) changes the first page, not a page of shipped orders.
+    other_page = client.get(f"{LIST}?limit=3&status=shipped", headers=auth).headers["etag"]
+    page = client.get(f"{LIST}?limit=3", headers=auth).headers["etag"]
+    assert client.delete(f"{LIST}/1", headers=auth).status_code == 204
+    assert client.get(f"{LIST}?limit=3", headers={**auth, "If-None-Match": page}
+                      ).status_code == 200
+    assert client.get(f"{LIST}?limit=3&status=shipped",
+                      headers={**auth, "If-None-Match": other_page}).status_code == 304
+    # A matching tag never needs a key.
+    assert_error(client.get(f"{LIST}?limit=3&status=shipped",
+                            headers={"If-None-Match": other_page}), 401, "missing_api_key")
+
+
+def test_one_order_by_id_and_its_errors(client: Any, auth: dict[str, str]) -> None:
+    response = client.get(f"{LIST}/2", headers=auth)
+    assert response.status_code == 200
+    assert response.json() == {"id": 2, "petId": 20, "quantity": 2,
+                               "shipDate": "2026-11-20T10:00:00Z", "complete": True,
+                               "status": "shipped"}
+    assert_error(client.get(f"{LIST}/999", headers=auth), 404, "order_not_found")
+    assert_error(client.get(f"{LIST}/999", headers={**auth, "If-None-Match": "*"}),
+                 404, "order_not_found")
+    for bad in ("abc", "1.5", "+5", "005", str(2**63)):
+        assert_error(client.get(f"{LIST}/{bad}", headers=auth), 400, "invalid_request")
+    assert_error(client.get(f"{LIST}/2"), 401, "missing_api_key")
+
+
+def test_cancel_in_v2_is_v1s(client: Any, auth: dict[str, str]) -> None:
+    assert client.delete(f"{LIST}/1", headers=auth).status_code == 204
+    assert client.delete(f"{LIST}/1", headers=auth).status_code == 204
+    assert client.get(f"{LIST}/1", headers=auth).json()["status"] == "cancelled"
+    assert_error(client.delete(f"{LIST}/2", headers=auth), 409, "order_already_shipped")
+    assert_error(client.delete(f"{LIST}/999", headers=auth), 404, "order_not_found")
+
+
+def test_a_method_the_path_does_not_take_is_405_listing_every_method_it_does(
+        client: Any, auth: dict[str, str]) -> None:
+    response = client.put(f"{LIST}/1", headers=auth)
+    assert_error(response, 405, "method_not_allowed")
+    assert response.headers["allow"] == "DELETE, GET, HEAD"
+    assert client.post(LIST, headers=auth).headers["allow"] == "GET, HEAD"
+    assert client.put("/v1/store/orders/1", headers=auth).headers["allow"] == "DELETE"
+
+
+def test_one_key_has_one_quota_across_v1_and_v2(settings: Settings, store: Store) -> None:
+    key = make_key(store, plan="free")
+    auth = {"Authorization": f"Bearer {key}"}
+    app = create_app(settings)
+    with app.test_client() as client:
+        statuses = [client.get(url, headers=auth).status_code
+                    for url in ["/v1/store/orders", LIST] * 30]
+        assert statuses == [200] * 60
+        remaining = {client.get(url, headers=auth).headers["x-ratelimit-remaining"]
+                     for url in ("/v1/store/orders", LIST)}
+        assert remaining == {"0"}
+        assert_error(client.get(LIST, headers=auth), 429, "rate_limit_exceeded")
+        assert_error(client.get("/v1/store/orders", headers=auth), 429, "rate_limit_exceeded")

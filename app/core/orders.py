@@ -89,7 +89,11 @@ def parse_time(text: Any, field: str = "shipDate") -> str:
         ) from None
     if moment.tzinfo is None:
         raise InvalidOrder(f"{field} needs a time-zone offset (Z or +01:00), got {text!r}")
-    return format_time(moment)
+    try:
+        return format_time(moment)
+    except OverflowError:  # 0001-01-01T00:00:00+01:00 is before the year 1 in UTC
+        raise InvalidOrder(f"{field} must fall between the years 1 and 9999 in UTC, "
+                           f"got {text!r}") from None
 
 
 def _integer(row: dict[str, Any], field: str, low: int, high: int) -> int | None:

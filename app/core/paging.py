@@ -54,11 +54,14 @@ def ship_time(text: str, name: str) -> str:
         stored = parse_time(text, name)
     except InvalidOrder as exc:
         raise InvalidParameter(name, f"The query parameter {name} must be a date-time with "
-                                     f"an offset, such as 2026-11-20T10:00:00Z.") from exc
+                                     f"an offset between the years 1 and 9999 in UTC, such as "
+                                     f"2026-11-20T10:00:00Z.") from exc
     moment = dt.datetime.fromisoformat(text.strip())
     if moment.microsecond:
-        moment = moment.replace(microsecond=0) + dt.timedelta(seconds=1)
-        stored = format_time(moment)
+        try:
+            stored = format_time(moment.replace(microsecond=0) + dt.timedelta(seconds=1))
+        except OverflowError:  # past 9999-12-31T23:59:59Z, after every date there can be
+            stored = "9999-12-31T23:59:60Z"
     return stored
 
 

@@ -1,5 +1,6 @@
-"""The schemathesis CLI (`st run`) against a live `petstore serve`: every check and phase
-over real HTTP, with a refused key (the missing_auth warning) failing the run."""
+"""The schemathesis CLI (`st run`) against a live `petstore serve`, v1's document and v2's:
+every check and phase over real HTTP, with a refused key (the missing_auth warning) failing
+the run."""
 
 from __future__ import annotations
 
@@ -22,13 +23,27 @@ CONFIG = """
 [warnings]
 fail-on = ["missing_auth"]
 """
+# v2's listOrders may refuse schema-valid data with 400: a forged cursor (the reason is in
+# tests/contract/test_schemathesis.py).
+V2_CONFIG = CONFIG + """
+[[operations]]
+include-path = "/store/orders"
+include-method = "GET"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", "400", "401", "403", "404",
+                                                     "409", "429", "5xx"]
+"""
+# use_after_free (a resource gone after its DELETE) does not apply to cancelOrder, which
+# keeps the order, cancelled (DESIGN.md D2, D20). It is v2's one DELETE, so the check is
+# left out of v2's runs: the CLI's stateful phase does not honour it per operation.
+V2_EXCLUDED = ["--exclude-checks", "use_after_free"]
 
 
 def st_run(url: str, key: str, config: Path, examples: int = 60,
            seed: int = 1) -> subprocess.CompletedProcess[str]:
+    excluded = V2_EXCLUDED if "/v2/" in url else []
     return subprocess.run(
         [*ST, "--config-file", str(config), "run", url,
-         "--checks", "all", "--phases", "examples,coverage,fuzzing,stateful",
+         "--checks", "all", *excluded, "--phases", "examples,coverage,fuzzing,stateful",
          "--mode", "all", "--max-examples", str(examples), "--seed", str(seed),
          "-H", f"Authorization: Bearer {key}", "--no-color"],
         capture_output=True, text=True, timeout=600,
@@ -36,25 +51,29 @@ def st_run(url: str, key: str, config: Path, examples: int = 60,
 
 
 @contextmanager
-def live_server(folder: Path) -> Iterator[tuple[str, str, Path]]:
+def live_server(folder: Path, version: str = "/v1") -> Iterator[tuple[str, str, Path]]:
     """A served demo database with a key no quota stops: the document's URL, the key and
     the schemathesis configuration."""
     config = folder / "schemathesis.toml"
-    config.write_text(CONFIG)
+    config.write_text(V2_CONFIG if version == "/v2" else CONFIG)
     with serving(folder, ban_seconds="0", anonymous_plan="business") as server:
         server.petstore("init", "--demo")
         key = server.petstore("keys", "create", "--plan", "enterprise", "--per-minute",
                               "1000000000", "--per-day", "1000000000").stdout.strip()
-        yield f"http://127.0.0.1:{server.port}/v1/openapi.json", key, config
+        yield f"http://127.0.0.1:{server.port}{version}/openapi.json", key, config
 
 
-def test_st_run_finds_nothing_against_a_live_server(tmp_path: Path) -> None:
-    with live_server(tmp_path) as (url, key, config):
+@pytest.mark.parametrize("version", ["/v1", "/v2"])
+def test_st_run_finds_nothing_against_a_live_server(tmp_path: Path, version: str) -> None:
+    with live_server(tmp_path, version) as (url, key, config):
         good = st_run(url, key, config)
         assert good.returncode == 0, good.stdout[-6000:] + good.stderr[-2000:]
         summary = good.stdout[good.stdout.find("SUMMARY"):]
         print(summary)  # quoted in the closing note
-        assert "No issues found" in good.stdout or "0 failures" in summary.lower(), summary
+        # Every generated case passed. (v2's run also warns that listOrders refused most
+        # generated data: generated cursors, which are forged, are refused.)
+        counts = re.search(r"(\d+) generated, (\d+) passed", summary)
+        assert counts and counts.group(1) == counts.group(2), summary
 
         wrong = st_run(url, "psk_not_a_key", config)
         assert wrong.returncode != 0, "a refused key must fail the run, not warn"
@@ -62,11 +81,12 @@ def test_st_run_finds_nothing_against_a_live_server(tmp_path: Path) -> None:
 
 
 @pytest.mark.fuzz
+@pytest.mark.parametrize("version", ["/v1", "/v2"])
 def test_st_run_of_thousands_of_requests_negative_data_included_finds_nothing(
-    tmp_path: Path,
+    tmp_path: Path, version: str,
 ) -> None:
     """Several thousand generated requests, valid and invalid (mode all), every check."""
-    with live_server(tmp_path) as (url, key, config):
+    with live_server(tmp_path, version) as (url, key, config):
         run = st_run(url, key, config, examples=FUZZ_EXAMPLES, seed=7)
         summary = run.stdout[run.stdout.find("SUMMARY"):]
         print(summary)  # quoted in the closing note

@@ -121,6 +121,7 @@ def test_ship_date_is_normalised_to_utc() -> None:
         ({"petId": "\u0665"}, "petId must be a whole number"),
         ({"shipDate": "2026-05-01T12:00:00"}, "needs a time-zone offset"),
         ({"shipDate": "tomorrow"}, "ISO 8601"),
+        ({"shipDate": "0001-01-01T00:00:00+01:00"}, "between the years 1 and 9999 in UTC"),
         ({"status": "lost"}, "status must be one of"),
         ({"complete": "maybe"}, "complete must be true or false"),
         ({"colour": "red"}, "unknown field(s) colour"),

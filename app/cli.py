@@ -7,7 +7,6 @@ script would capture (a new key, --json listings).
 from __future__ import annotations
 
 import csv
-import io
 import json
 import logging
 import os
@@ -18,14 +17,15 @@ from pathlib import Path
 from typing import IO, Any
 
 import click
+import orjson
 
 from app.core import keys as api_keys
-from app.core import orders, pets
+from app.core import orders, paging, pets
 from app.core.config import Settings, SettingsError, redacted
-from app.core.errors import DuplicateOrder, DuplicatePet, PetstoreError
+from app.core.errors import DuplicateOrder, DuplicatePet, InvalidParameter, PetstoreError
 from app.core.logs import configure_logging
 from app.core.storage import Store, open_store
-from app.core.storage.records import ORDER_STATUSES, PLANS, ApiKey
+from app.core.storage.records import PLANS, ApiKey
 
 DEMO_ORDERS: tuple[dict[str, Any], ...] = (
     {"petId": 1, "quantity": 1, "status": "pending"},
@@ -353,26 +353,61 @@ def orders_ship(order_ids: tuple[int, ...], ship_date: str | None) -> None:
 
 
 @orders_group.command("list")
-@click.option("--status", type=click.Choice(ORDER_STATUSES), help="Only orders in this status.")
+@click.option("--status", multiple=True, metavar="STATUS[,STATUS]",
+              help="Only orders in these statuses: pending, shipped, cancelled (repeat the "
+                   "option or separate them with commas).")
+@click.option("--pet-id", type=int, help="Only orders for this pet.")
+@click.option("--complete", type=click.BOOL, help="Only complete (true) or incomplete (false) "
+                                                  "orders.")
+@click.option("--ship-date-from", metavar="DATE-TIME",
+              help="Only orders shipping at or after this date-time (with an offset).")
+@click.option("--ship-date-to", metavar="DATE-TIME",
+              help="Only orders shipping before this date-time (with an offset).")
+@click.option("--sort", type=click.Choice(paging.SORTS), default="id", show_default=True,
+              help="By id or shipDate, descending with a leading -; orders without a "
+                   "shipDate come last.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array on standard output.")
-def orders_list(status: str | None, as_json: bool) -> None:
-    """List orders by id (all of them, or those in one status)."""
-    rows = _store().list_orders(status)
+def orders_list(status: tuple[str, ...], pet_id: int | None, complete: bool | None,
+                ship_date_from: str | None, ship_date_to: str | None, sort: str,
+                as_json: bool) -> None:
+    """List orders: all of them, or those the filters select (as v2's list does), read a
+    page at a time however many there are."""
+    try:
+        query = paging.order_query(
+            status=[s.strip() for value in status for s in value.split(",") if s.strip()],
+            pet_id=pet_id, complete=complete, ship_date_from=ship_date_from,
+            ship_date_to=ship_date_to, sort=sort)
+    except InvalidParameter as exc:
+        option = {"shipDateFrom": "--ship-date-from", "shipDateTo": "--ship-date-to"}
+        raise click.BadParameter(exc.message.replace(f"The query parameter {exc.name}", "It"),
+                                 param_hint=option.get(exc.name, f"--{exc.name}")) from None
+    orders_json = paging.walk(_store(), query)
     if as_json:
-        out = io.StringIO()
-        json.dump(rows, out, indent=2)
-        click.echo(out.getvalue())
+        _echo_json_array(orders_json)
         return
-    if not rows:
-        say("No orders.")
-        return
-    click.echo(f"{'ID':>8}  {'STATUS':<10} {'PET':>8} {'QTY':>4}  {'SHIP DATE':<21} COMPLETE")
-    for row in rows:
+    header = f"{'ID':>8}  {'STATUS':<10} {'PET':>8} {'QTY':>4}  {'SHIP DATE':<21} COMPLETE"
+    shown = 0
+    for text in orders_json:
+        row = orjson.loads(text)
+        if not shown:
+            click.echo(header)
+        shown += 1
         click.echo(
             f"{row['id']:>8}  {row['status']:<10} {row.get('petId', ''):>8} "
             f"{row.get('quantity', ''):>4}  {row.get('shipDate', ''):<21} "
             f"{'yes' if row['complete'] else 'no'}"
         )
+    if not shown:
+        say("No orders.")
+
+
+def _echo_json_array(items: Iterator[str]) -> None:
+    """A JSON array of already-encoded items, one a line, written as they come."""
+    separator = "[\n  "
+    for text in items:
+        click.echo(separator + text, nl=False)
+        separator = ",\n  "
+    click.echo("[]" if separator == "[\n  " else "\n]")
 
 
 # backup ---------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import base64
 import binascii
 import datetime as dt
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import orjson
@@ -145,3 +145,15 @@ def page(store: Store, query: OrderQuery, limit: int = LIMIT_DEFAULT,
     by_date = query.sort in ("shipDate", "-shipDate")
     last = Position(ship_date if by_date else None, order_id)
     return Page([row[0] for row in rows[:limit]], encode_cursor(query, last))
+
+
+def walk(store: Store, query: OrderQuery, page_size: int = LIMIT_MAX) -> Iterator[str]:
+    """Every order the query selects, in its sort, each as its JSON text, read a page at a
+    time (the CLI's list: memory stays flat however many orders there are)."""
+    cursor = None
+    while True:
+        current = page(store, query, page_size, cursor)
+        yield from current.orders
+        if current.next is None:
+            return
+        cursor = current.next

@@ -177,6 +177,33 @@ def test_orders_list_filters_by_status_and_prints_json(db: Path) -> None:
     assert "pending" in table and "shipped" in table
 
 
+def test_orders_list_takes_v2s_filters_and_sorts(db: Path) -> None:
+    run(db, "orders", "import", "-", input=json.dumps([
+        {"id": 1, "petId": 7, "shipDate": "2026-11-02T10:00:00Z"},
+        {"id": 2, "petId": 7, "status": "shipped", "shipDate": "2026-11-05T10:00:00Z",
+         "complete": True},
+        {"id": 3, "petId": 8, "status": "cancelled"},
+        {"id": 4, "petId": 7, "shipDate": "2026-11-09T10:00:00+01:00"},
+    ]))
+
+    def ids(*options: str) -> list[int]:
+        result = run(db, "orders", "list", "--json", *options)
+        assert result.exit_code == 0, result.output
+        return [order["id"] for order in json.loads(result.stdout)]
+
+    assert ids("--status", "pending,shipped", "--sort", "-shipDate") == [4, 2, 1]
+    assert ids("--status", "pending", "--status", "cancelled") == [1, 3, 4]
+    assert ids("--pet-id", "7", "--complete", "false") == [1, 4]
+    assert ids("--ship-date-from", "2026-11-05T10:00:00Z",
+               "--ship-date-to", "2026-11-09T09:00:00Z") == [2]
+    assert ids("--sort", "shipDate") == [1, 2, 4, 3]  # without a shipDate: last
+    assert ids("--pet-id", "99") == []
+    for option, value in (("--status", "lost"), ("--ship-date-from", "yesterday")):
+        refused = run(db, "orders", "list", option, value)
+        assert refused.exit_code == 2 and option in refused.stderr, refused.stderr
+        assert "Traceback" not in refused.output
+
+
 def test_a_bad_setting_is_a_usage_error_not_a_traceback(db: Path) -> None:
     env = {"PETSTORE_DATABASE": str(db), "PETSTORE_BUSY_TIMEOUT_MS": "5000"}
     result = CliRunner().invoke(main, ["keys", "list"], env=env)

@@ -230,6 +230,13 @@ SETTINGS: tuple[Setting, ...] = (
         _non_negative_int,
     ),
     Setting(
+        "PAGE_CACHE_BYTES",
+        "16777216",
+        "Bytes of v2 answers (pages and single orders) a worker keeps until an order "
+        "changes (0 keeps none).",
+        _non_negative_int,
+    ),
+    Setting(
         "GZIP_LEVEL",
         "5",
         "gzip level (1 fastest to 9 smallest) for responses of 1 kB or more to clients "
@@ -280,6 +287,7 @@ class Settings:
     ban_window: int = _default("BAN_WINDOW")
     ban_seconds: int = _default("BAN_SECONDS")
     list_cache_bytes: int = _default("LIST_CACHE_BYTES")
+    page_cache_bytes: int = _default("PAGE_CACHE_BYTES")
     gzip_level: int = _default("GZIP_LEVEL")
     validate_responses: bool = _default("VALIDATE_RESPONSES")
 

@@ -30,14 +30,14 @@ from app.core.services import Services, open_services
 from app.web import connexion_internals as internals
 from app.web.access import AccessLog, DecidedHeaders
 from app.web.bridge import WSGIBridge
-from app.web.conditional import Revalidation
+from app.web.conditional import AnswerCache, Revalidation
 from app.web.cors import Cors
 from app.web.deprecation import Deprecations, retirements
 from app.web.encoding import Compression, OrjsonJsonifier, PacedBodies
 from app.web.errors import register_error_handlers, server_error_handler
 from app.web.handlers import SERVICES
 from app.web.ratelimit import RateLimitMiddleware
-from app.web.routing import APIS, OPENAPI_DIR, OPS, V1, RoutedOnly, TagResolver
+from app.web.routing import APIS, OPENAPI_DIR, OPS, V1, V2, RoutedOnly, TagResolver
 from app.web.security import KeyringForRequests
 
 API_SPEC = V1.document  # the document that declares the plans (x-plans)
@@ -46,6 +46,11 @@ API_SPEC = V1.document  # the document that declares the plans (x-plans)
 UNMETERED_PREFIXES = (*(f"{api.base_path}{served}" for api in APIS if api.metered
                         for served in ("/openapi.json", "/ui")),
                       "/healthz", "/readyz", "/metrics")
+
+
+# v2's GETs, whose answers AnswerCache keeps per revision of the orders.
+CACHED_ANSWERS = frozenset(f"{V2.handlers}.orders.{name}" for name in ("list_orders",
+                                                                       "get_order"))
 
 
 def _operations() -> dict[str, tuple[str, dict[str, Any]]]:
@@ -133,6 +138,8 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
         app.add_middleware(DecidedHeaders, position=MiddlewarePosition.BEFORE_CONTEXT)
     # Inside DecidedHeaders, so that its 304s carry the decided headers when validated.
     app.add_middleware(Revalidation, position=MiddlewarePosition.BEFORE_CONTEXT, store=store)
+    app.add_middleware(AnswerCache, position=MiddlewarePosition.BEFORE_CONTEXT, store=store,
+                       operations=CACHED_ANSWERS, max_bytes=settings.page_cache_bytes)
     app.add_middleware(KeyringForRequests, position=MiddlewarePosition.BEFORE_SECURITY,
                        keyring=services.keyring)
     app.add_middleware(RoutedOnly, position=MiddlewarePosition.BEFORE_SECURITY,

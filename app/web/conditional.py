@@ -1,7 +1,8 @@
 """Conditional GET: weak ETags, and 304 Not Modified for a client whose copy is current.
 
-v2's pages and single orders (tagged_json) carry an ETag of their content, answered in the
-handler: 304 exactly when the bytes would be the same.
+v2's pages and single orders (tagged_json) carry an ETag of their content: 304 exactly
+when the bytes would be the same. AnswerCache keeps them per revision of the orders and
+answers repeats, 304s included, before the handler thread.
 
 v1's order list has an ETag that names the service's version (the encoding may change
 with it) and the orders' revision, which every change to an order raises
@@ -14,9 +15,11 @@ a list whose revision moved on, go on to the handler.
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import flask
-from starlette.types import ASGIApp, Receive, Scope, Send
+from cachetools import LRUCache
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
 from app.core.storage import Store
@@ -77,3 +80,62 @@ class Revalidation:
                     await send({"type": "http.response.body", "body": b""})
                     return
         await self.app(scope, receive, send)
+
+
+class AnswerCache:
+    """v2's pages and single orders, kept per request target (path and query) and revision
+    of the orders, up to max_bytes (least recently used first out): the answer as the
+    handler made it, served again, or 304 when If-None-Match matches its ETag, without a
+    handler thread, while no order has changed. Like v1's list cache (app/core/listing.py)
+    it is never stale: every change to an order, from any process or host, raises the
+    revision, and an answer is kept under the revision read before the handler read the
+    orders. Added beside Revalidation, so security, quotas and validation have all run."""
+
+    def __init__(self, app: ASGIApp, *, store: Store, operations: frozenset[str],
+                 max_bytes: int) -> None:
+        self.app = app
+        self.store = store
+        self.operations = operations
+        self.answers: LRUCache[tuple[str, bytes], tuple[int, bytes, list[Any], bytes]] = (
+            LRUCache(maxsize=max(max_bytes, 1), getsizeof=lambda entry: len(entry[3]) + 256))
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (self.max_bytes <= 0 or scope["type"] != "http" or scope["method"] != "GET"
+                or routed_operation(scope) not in self.operations):
+            await self.app(scope, receive, send)
+            return
+        target = (scope["path"], scope.get("query_string", b""))
+        revision = self.store.revision()  # before the handler reads: see the docstring
+        entry = self.answers.get(target)
+        if entry is not None and entry[0] == revision:
+            _, tag, headers, body = entry
+            given = [v for k, v in scope["headers"] if k == b"if-none-match"]
+            if given and matches(b",".join(given).decode("latin-1"), tag.decode("ascii")):
+                await send({"type": "http.response.start", "status": 304,
+                            "headers": [(b"etag", tag)]})
+                await send({"type": "http.response.body", "body": b""})
+            else:
+                await send({"type": "http.response.start", "status": 200,
+                            "headers": list(headers)})
+                await send({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, self._keeping(send, target, revision))
+
+    def _keeping(self, send: Send, target: tuple[str, bytes], revision: int) -> Send:
+        """send, keeping a 200 answered in one piece."""
+        start: Message = {}
+
+        async def keeping(message: Message) -> None:
+            nonlocal start
+            if message["type"] == "http.response.start":
+                start = message
+            elif (start.get("status") == 200 and not message.get("more_body", False)
+                  and len(message.get("body", b"")) <= self.max_bytes):
+                headers = list(start.get("headers", []))
+                tag = next((v for k, v in headers if k.lower() == b"etag"), None)
+                if tag is not None:
+                    self.answers[target] = (revision, tag, headers, message.get("body", b""))
+            await send(message)
+
+        return keeping

@@ -11,9 +11,10 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from app.core.config import Settings
+from app.core.errors import StoreUnavailable
 from app.core.storage import Store
 from app.web import create_app
-from tests.support import assert_error, make_key
+from tests.support import assert_error, make_key, wrap_store
 
 LIST = "/v2/store/orders"
 RATE_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
@@ -221,3 +222,67 @@ def test_one_key_has_one_quota_across_v1_and_v2(settings: Settings, store: Store
         assert remaining == {"0"}
         assert_error(client.get(LIST, headers=auth), 429, "rate_limit_exceeded")
         assert_error(client.get("/v1/store/orders", headers=auth), 429, "rate_limit_exceeded")
+
+
+class CountingStore:
+    """Wraps a store, counting the pages and orders read."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner, self.reads = inner, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def page_orders(self, *args: Any) -> Any:
+        self.reads += 1
+        return self.inner.page_orders(*args)
+
+    def get_order(self, order_id: int) -> Any:
+        self.reads += 1
+        return self.inner.get_order(order_id)
+
+
+def test_repeats_are_answered_from_the_cache_until_any_order_changes(
+        app: Any, client: Any, auth: dict[str, str], store: Store) -> None:
+    counting: dict[str, CountingStore] = {}
+    wrap_store(app, lambda inner: counting.setdefault("store", CountingStore(inner)))
+    reads = lambda: counting["store"].reads  # noqa: E731
+    first = client.get(f"{LIST}?limit=2", headers=auth)
+    one = client.get(f"{LIST}/1", headers=auth)
+    assert reads() == 2
+    again = client.get(f"{LIST}?limit=2", headers=auth)
+    assert client.get(f"{LIST}/1", headers=auth).content == one.content
+    assert reads() == 2 and again.content == first.content
+    assert again.headers["etag"] == first.headers["etag"]
+    assert again.headers["link"] == first.headers["link"]
+    for header in RATE_HEADERS:
+        assert header in again.headers
+    revalidated = client.get(f"{LIST}?limit=2", headers={**auth,
+                                                          "If-None-Match": first.headers["etag"]})
+    assert revalidated.status_code == 304 and reads() == 2
+    # Another query is another answer.
+    client.get(f"{LIST}?limit=3", headers=auth)
+    assert reads() == 3
+    # A change from outside the app (the CLI, another host) is seen at once.
+    store.ship_order(1, "2026-12-24T10:00:00Z")
+    changed = client.get(f"{LIST}/1", headers={**auth, "If-None-Match": one.headers["etag"]})
+    assert changed.status_code == 200 and changed.json()["status"] == "shipped"
+    assert client.get(f"{LIST}?limit=2", headers=auth).json()["orders"][0]["status"] == "shipped"
+    assert reads() == 5
+
+
+def test_a_failing_store_is_a_500_or_503_error_object_in_v2_too(
+        app: Any, client: Any, auth: dict[str, str]) -> None:
+    class Failing(CountingStore):
+        def page_orders(self, *args: Any) -> Any:
+            raise RuntimeError("secret internals: SELECT * FROM orders")
+
+        def get_order(self, order_id: int) -> Any:
+            raise StoreUnavailable("SQLite: database is locked")
+
+    wrap_store(app, Failing)
+    body = assert_error(client.get(LIST, headers=auth), 500, "internal_error")
+    assert "secret" not in body["message"] and "request" in body["message"]
+    unavailable = client.get(f"{LIST}/1", headers=auth)
+    assert_error(unavailable, 503, "service_unavailable")
+    assert int(unavailable.headers["retry-after"]) >= 1

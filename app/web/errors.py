@@ -10,6 +10,7 @@ sends the same body with send_error.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import orjson
@@ -33,6 +34,7 @@ from app.web.routing import allowed_methods
 log = logging.getLogger("petstore.errors")
 
 RETRY_AFTER_UNAVAILABLE = 1
+EXTRA_PARAMETERS = re.compile(r"Extra (?:query|formData) parameter\(s\) (.+) not in spec")
 
 
 class DuplicateAuthorization(PetstoreError):
@@ -119,7 +121,14 @@ def _validation_message(exc: Exception) -> str:
     writes one sentence there; jsonschema's dump of the schema that follows is not for
     clients."""
     detail = str(getattr(exc, "detail", "") or "")
-    return detail.split("\n", 1)[0].strip() or "The request is not valid."
+    first = detail.split("\n", 1)[0].strip()
+    # Connexion's strict validation (v2): "Extra query parameter(s) a, b not in spec".
+    extra = EXTRA_PARAMETERS.fullmatch(first)
+    if extra:
+        names = [name.strip() for name in extra.group(1).split(",")]
+        return (f"This operation takes no query parameter named {' or '.join(names)}; "
+                "its parameters are listed in the API's document.")
+    return first or "The request is not valid."
 
 
 def _http_exception(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:

@@ -93,7 +93,7 @@ class Process:
 
 @contextmanager
 def server(argv: list[str], env: dict[str, str], port: int, probe: str,
-           headers: dict[str, str], tree: Path = ROOT) -> Iterator[Process]:
+           headers: dict[str, str], tree: Path = ROOT, pin: bool = True) -> Iterator[Process]:
     """Start a server command pinned to SERVER_CPU and wait until probe answers. Its log
     goes to a temporary file: a pipe nobody reads would fill and stop the server. tree is
     the source tree it serves (another commit's, checked out by worktree())."""
@@ -102,7 +102,7 @@ def server(argv: list[str], env: dict[str, str], port: int, probe: str,
         # Its own app package first, ahead of the editable install of this checkout.
         env["PYTHONPATH"] = str(tree)
     with tempfile.TemporaryFile(prefix="petstore-bench-") as log:
-        process = subprocess.Popen(pinned(SERVER_CPU, argv), env=env,
+        process = subprocess.Popen(pinned(SERVER_CPU, argv) if pin else argv, env=env,
                                    stdout=log, stderr=subprocess.STDOUT, cwd=tree)
         try:
             deadline = time.monotonic() + 30
@@ -168,9 +168,10 @@ def _latency(output: str, percentile: str) -> float:
 
 def wrk(url: str, headers: dict[str, str], seconds: int, connections: int = 10,
         method: str = "GET", script: Path | None = None,
-        process: Process | None = None) -> Load:
-    """Drive url with wrk pinned to LOAD_CPU; one thread, several connections. With the
-    server's process, also measure its CPU time per request."""
+        process: Process | None = None, pin: bool = True) -> Load:
+    """Drive url with wrk pinned to LOAD_CPU (or, unpinned, wherever the kernel puts it);
+    one thread, several connections. With the server's process, also measure its CPU
+    time per request."""
     argv = [require_wrk(), "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
     for name, value in headers.items():
         argv += ["-H", f"{name}: {value}"]
@@ -179,7 +180,8 @@ def wrk(url: str, headers: dict[str, str], seconds: int, connections: int = 10,
     argv.append(url)
     env = {**os.environ, "WRK_METHOD": method}
     cpu_before = process.cpu_seconds() if process else 0.0
-    output = subprocess.run(pinned(LOAD_CPU, argv), capture_output=True, text=True,
+    output = subprocess.run(pinned(LOAD_CPU, argv) if pin else argv, capture_output=True,
+                            text=True,
                             check=True, env=env).stdout
     cpu = (process.cpu_seconds() - cpu_before) if process else float("nan")
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore[union-attr]
@@ -202,10 +204,11 @@ def median_load(loads: list[Load]) -> Load:
 
 
 def table(rows: list[tuple[str, Load, str]]) -> str:
-    """A fixed-width table: name, req/s, p50, p99, and a comparison."""
-    lines = [f"{'scenario':<44} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'CPU us/req':>10}"
-             "  comparison"]
+    """A fixed-width table: name, req/s, p50, p99, p99/p50, CPU, and a comparison."""
+    width = max([44, *(len(name) for name, _, _ in rows)])
+    lines = [f"{'scenario':<{width}} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'p99/p50':>7}"
+             f" {'CPU us/req':>10}  comparison"]
     for name, load, comparison in rows:
-        lines.append(f"{name:<44} {load.rps:>8.0f} {load.p50_ms:>7.2f} {load.p99_ms:>7.2f}"
-                     f" {load.cpu_us:>10.0f}  {comparison}")
+        lines.append(f"{name:<{width}} {load.rps:>8.0f} {load.p50_ms:>7.2f} {load.p99_ms:>7.2f}"
+                     f" {load.p99_ms / load.p50_ms:>7.1f} {load.cpu_us:>10.0f}  {comparison}")
     return "\n".join(lines)

@@ -22,8 +22,11 @@ from pathlib import Path
 from bench.harness import Load, free_port, median_load, say, server, table, wrk
 
 PETSTORE = [sys.executable, "-m", "app.cli"]
-GUNICORN = [sys.executable, "-m", "gunicorn", "--worker-class", "uvicorn_worker.UvicornWorker",
-            "--workers", "1", "--no-control-socket", "--log-level", "warning"]
+# The service's own gunicorn settings (as `petstore serve` runs it), one worker.
+SERVICE_CONFIG = "app/web/gunicorn_conf.py"
+GUNICORN = [sys.executable, "-m", "gunicorn", "--config", SERVICE_CONFIG, "--worker-class",
+            "uvicorn_worker.UvicornWorker", "--workers", "1", "--no-control-socket",
+            "--log-level", "warning"]
 LIST = "/v1/store/orders"
 HUGE = str(10**9)
 

@@ -3,14 +3,19 @@ and a raw ASGI callable (pre-encoded bytes, the same uvicorn worker), in one run
 
 Every server has one worker pinned to one core, wrk runs on the other, and all servers of a
 scenario serve side by side and take turns under load, one run each per round; ratios are
-medians of the rounds' ratios. The service runs with quotas on (memory://) and an
-Enterprise key whose limits cannot be reached.
+medians of the rounds' ratios. Each scenario runs at 16 and at 64 connections, and reports
+p50, p99 and p99/p50 (the tail an integrator sees). An unpinned block then serves the list
+of the smallest size with server and wrk sharing both cores, as on a small virtual machine
+with nothing pinned. The service runs as `petstore serve` runs it (its gunicorn settings,
+app/web/gunicorn_conf.py), with quotas on (memory://) and an Enterprise key whose limits
+cannot be reached.
 
 With --against REV the service as it was at commit REV serves beside today's (from a git
 worktree, same database, same settings), and each scenario's row says today's throughput
 as a ratio of REV's: the before/after of a change, measured in one run.
 
-    python -m bench.service [--runs 5] [--seconds 3] [--sizes 10,1000,100000] [--against REV]
+    python -m bench.service [--runs 5] [--seconds 3] [--sizes 10,1000,100000]
+                            [--connections 16,64] [--against REV]
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import ROOT, Load, free_port, median_load, say, server, table, worktree, wrk
-from bench.quotas import GUNICORN, LIST, prepare
+from bench.quotas import GUNICORN, LIST, SERVICE_CONFIG, prepare
 
 SYNC = [sys.executable, "-m", "gunicorn", "--worker-class", "sync", "--workers", "1",
         "--no-control-socket", "--log-level", "warning"]
@@ -42,6 +47,18 @@ request = function()
   return wrk.format("DELETE", "{list}/" .. id)
 end
 """
+# Issue 17's targets, for the list of 10, the list of 1,000 and the cancel, at every
+# connection count: the tail at most 3 times the median, and at most twice plain Flask's.
+TAIL_AT_MOST = 3.0
+P99_AT_MOST_FLASK = 2.0
+TAILED = ("GET list of 10,", "GET list of 1,000,", "DELETE of pending orders")
+THROUGHPUT = {  # scenario prefix: (baseline, at least)
+    "GET list of 10, 16 connections": ("plain Flask", 0.8),
+    "GET list of 10, 64 connections": ("plain Flask", 0.8),
+    "GET list of 10, unpinned": ("plain Flask", 0.6),
+    "GET list of 1,000,": ("plain Flask", 1.5),
+    "GET list of 100,000,": ("plain Flask", 5.0),
+}
 
 
 def etag_of(port: int, headers: dict[str, str]) -> str:
@@ -54,7 +71,8 @@ def etag_of(port: int, headers: dict[str, str]) -> str:
 
 def measure(scenarios: dict[str, dict[str, Any]], runs: int,
             seconds: int) -> dict[str, dict[str, list[Load]]]:
-    """scenario -> server -> loads, each scenario's servers taking turns round by round."""
+    """scenario -> server -> loads, each scenario's servers taking turns round by round. A
+    plan may set "connections" (10 by default) and "pin" (True)."""
     results: dict[str, dict[str, list[Load]]] = {}
     for name, plan in scenarios.items():
         targets: dict[str, tuple[str, dict[str, str], Path | None]] = plan["targets"]
@@ -62,11 +80,22 @@ def measure(scenarios: dict[str, dict[str, Any]], runs: int,
         results[name] = {who: [] for who in targets}
         for run in range(1, runs + 1):
             for who, (url, headers, script) in targets.items():
-                load = wrk(url, headers, seconds, script=script() if callable(script) else script,
-                           process=processes[who])
+                load = wrk(url, headers, seconds, connections=plan.get("connections", 10),
+                           script=script() if callable(script) else script,
+                           process=processes[who], pin=plan.get("pin", True))
                 results[name][who].append(load)
-                say(f"{name}, {who}, run {run}/{runs}: {load.rps:.0f} req/s")
+                say(f"{name}, {who}, run {run}/{runs}: {load.rps:.0f} req/s, "
+                    f"p99 {load.p99_ms:.1f} ms")
     return results
+
+
+def _service(tree: Path) -> list[str]:
+    """The gunicorn command of the service in a source tree (an older commit's may keep its
+    settings elsewhere, or have none)."""
+    for config in (SERVICE_CONFIG, "app/gunicorn_conf.py"):
+        if (tree / config).exists():
+            return [GUNICORN[0], *(config if a == SERVICE_CONFIG else a for a in GUNICORN[1:])]
+    return [a for a in GUNICORN if a not in ("--config", SERVICE_CONFIG)]
 
 
 def main() -> None:
@@ -75,10 +104,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="rounds per scenario")
     parser.add_argument("--seconds", type=int, default=3, help="length of each run")
     parser.add_argument("--sizes", default="10,1000,100000", help="list sizes to serve")
+    parser.add_argument("--connections", default="16,64", help="wrk's connection counts")
     parser.add_argument("--against", metavar="REV",
                         help="also serve the service as it was at this commit, for a ratio")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
+    connections = [int(count) for count in args.connections.split(",")]
 
     rows: list[tuple[str, Load, str]] = []
     everything: dict[str, dict[str, list[Load]]] = {}
@@ -89,51 +120,30 @@ def main() -> None:
         if args.against:
             before = f"service at {args.against}"
             trees[before] = trees_stack.enter_context(worktree(args.against))
-            servers[before] = SERVERS["service"]
+            servers[before] = (_service(trees[before]), "wsgi:app")
         for size in sizes:
             say(f"preparing {size:,} orders...")
             env, key = prepare(Path(folder) / str(size), size)
             auth = {"Authorization": f"Bearer {key}"}
-            with ExitStack() as stack:
-                ports, processes = {}, {}
-                for who, (command, target) in servers.items():
-                    port = ports[who] = free_port()
-                    processes[who] = stack.enter_context(server(
-                        [*command, "--bind", f"127.0.0.1:{port}", target],
-                        {**env, "PETSTORE_RATELIMIT_STORAGE": "memory://"}, port, LIST, auth,
-                        tree=trees[who]))
-                    wrk(f"http://127.0.0.1:{port}{LIST}", auth, 1)  # warm up
-                urls = {who: f"http://127.0.0.1:{port}{LIST}" for who, port in ports.items()}
-                scenarios: dict[str, dict[str, Any]] = {
-                    f"GET list of {size:,}": {
-                        "targets": {who: (url, auth, None) for who, url in urls.items()},
-                        "processes": processes},
-                }
-                services = [who for who in urls if who.startswith("service")]
-                if size == sizes[0]:
-                    tag = etag_of(ports["service"], auth)
-                    scenarios["GET list, If-None-Match: 304"] = {
-                        "targets": {who: (urls[who], {**auth, "If-None-Match": tag}, None)
-                                    for who in services},
-                        "processes": processes}
-                    scenarios["bad key: 401"] = {
-                        "targets": {who: (url, BAD_KEY, None) for who, url in urls.items()},
-                        "processes": processes}
-                results = measure(scenarios, args.runs, args.seconds)
-                if size == sizes[-1]:
-                    results.update(measure_deletes(
-                        Path(folder), {who: ports[who] for who in services}, processes, auth,
-                        size, args))
-            rows += rows_for(results)
-            everything.update(results)
+            blocks = [(True, servers)]
+            if size == sizes[0]:  # unpinned: the service and plain Flask share both cores
+                blocks.append((False, {who: command for who, command in servers.items()
+                                       if who != "raw ASGI"}))
+            for pin, chosen in blocks:
+                results = _serve_and_measure(chosen, trees, env, auth, size, sizes,
+                                             connections, pin, Path(folder), args)
+                rows += rows_for(results)
+                everything.update(results)
     print("\nThe service against its baselines: medians of rounds; ratios are medians of "
           "each round's ratio")
     print(table(rows))
-    small = f"GET list of {sizes[0]:,}"
+    small = f"GET list of {sizes[0]:,}, {connections[0]} connections"
     if small in everything:
         base = median_load(everything[small]["service"]).rps
-        for scenario, at_least in (("GET list, If-None-Match: 304", 1.0),
-                                   ("DELETE of pending orders", 0.5)):
+        for scenario, at_least in ((f"GET list, If-None-Match: 304, {connections[0]} "
+                                    "connections", 1.0),
+                                   (f"DELETE of pending orders, {connections[0]} connections",
+                                    0.5)):
             if scenario in everything:
                 ratio = median_load(everything[scenario]["service"]).rps / base
                 verdict = "ok" if ratio >= at_least else "BELOW TARGET"
@@ -141,32 +151,68 @@ def main() -> None:
                       f"(target >= {at_least}: {verdict})")
 
 
+def _serve_and_measure(servers: dict[str, tuple[list[str], str]], trees: dict[str, Path],
+                       env: dict[str, str], auth: dict[str, str], size: int, sizes: list[int],
+                       connections: list[int], pin: bool, folder: Path,
+                       args: argparse.Namespace) -> dict[str, dict[str, list[Load]]]:
+    where = "" if pin else "unpinned, "
+    with ExitStack() as stack:
+        ports, processes = {}, {}
+        for who, (command, target) in servers.items():
+            port = ports[who] = free_port()
+            processes[who] = stack.enter_context(server(
+                [*command, "--bind", f"127.0.0.1:{port}", target],
+                {**env, "PETSTORE_RATELIMIT_STORAGE": "memory://"}, port, LIST, auth,
+                tree=trees[who], pin=pin))
+            wrk(f"http://127.0.0.1:{port}{LIST}", auth, 1, pin=pin)  # warm up
+        urls = {who: f"http://127.0.0.1:{port}{LIST}" for who, port in ports.items()}
+        services = [who for who in urls if who.startswith("service")]
+        scenarios: dict[str, dict[str, Any]] = {}
+        for count in connections:
+            common = {"processes": processes, "connections": count, "pin": pin}
+            scenarios[f"GET list of {size:,}, {where}{count} connections"] = {
+                "targets": {who: (url, auth, None) for who, url in urls.items()}, **common}
+            if size == sizes[0] and pin and count == connections[0]:
+                tag = etag_of(ports["service"], auth)
+                scenarios[f"GET list, If-None-Match: 304, {count} connections"] = {
+                    "targets": {who: (urls[who], {**auth, "If-None-Match": tag}, None)
+                                for who in services}, **common}
+                scenarios[f"bad key: 401, {count} connections"] = {
+                    "targets": {who: (url, BAD_KEY, None) for who, url in urls.items()},
+                    **common}
+        results = measure(scenarios, args.runs, args.seconds)
+        if size == sizes[-1] and pin:
+            taken = {"first": 0}
+            for count in connections:
+                results.update(measure_deletes(folder, {who: ports[who] for who in services},
+                                               processes, auth, size, args, count, taken))
+    return results
+
+
 def measure_deletes(folder: Path, ports: dict[str, int], processes: dict[str, Any],
-                    auth: dict[str, str], size: int,
-                    args: argparse.Namespace) -> dict[str, dict[str, list[Load]]]:
-    """DELETE of distinct pending orders: each run (of each server, over one database)
-    cancels ids no earlier run touched."""
-    state = {"first": 0}
+                    auth: dict[str, str], size: int, args: argparse.Namespace,
+                    connections: int, taken: dict[str, int]) -> dict[str, dict[str, list[Load]]]:
+    """DELETE of distinct pending orders: each run (of each server, over one database, at
+    each connection count) cancels ids no earlier run touched; taken holds the next one."""
+    step = size // (args.runs * len(ports) * len(args.connections.split(",")) + 1)
 
     def script() -> Path:
-        path = folder / f"delete-{state['first']}.lua"
-        path.write_text(DELETE_SCRIPT.replace("{first}", str(state["first"]))
+        path = folder / f"delete-{taken['first']}.lua"
+        path.write_text(DELETE_SCRIPT.replace("{first}", str(taken["first"]))
                         .replace("{list}", LIST))
-        state["first"] += size // (args.runs * len(ports) + 1)
+        taken["first"] += step
         return path
 
     plan = {"targets": {who: (f"http://127.0.0.1:{port}{LIST}", auth, script)
                         for who, port in ports.items()},
-            "processes": processes}
-    return measure({"DELETE of pending orders": plan}, args.runs, args.seconds)
+            "processes": processes, "connections": connections}
+    return measure({f"DELETE of pending orders, {connections} connections": plan},
+                   args.runs, args.seconds)
 
 
-TARGETS = {
-    # scenario: (baseline, at least)
-    "GET list of 10": ("plain Flask", 0.5),
-    "GET list of 1,000": ("plain Flask", 1.5),
-    "GET list of 100,000": ("plain Flask", 5.0),
-}
+def _ratio(loads: list[Load], baseline: list[Load], field: str) -> float:
+    return statistics.median(getattr(s, field) / getattr(b, field)
+                             for s, b in zip(loads, baseline, strict=True))
 
 
 def rows_for(results: dict[str, dict[str, list[Load]]]) -> list[tuple[str, Load, str]]:
@@ -180,16 +226,24 @@ def rows_for(results: dict[str, dict[str, list[Load]]]) -> list[tuple[str, Load,
                 befores = [who for who in by_server if who.startswith("service at ")]
                 for baseline in (*befores, "plain Flask", "raw ASGI"):
                     if baseline in by_server:
-                        ratio = statistics.median(
-                            s.rps / b.rps for s, b in zip(service, by_server[baseline],
-                                                          strict=True))
-                        parts.append(f"{ratio:.2f}x {baseline}")
-                target = TARGETS.get(scenario)
+                        parts.append(f"{_ratio(service, by_server[baseline], 'rps'):.2f}x "
+                                     f"{baseline}")
+                target = next((t for prefix, t in THROUGHPUT.items()
+                               if scenario.startswith(prefix)), None)
                 if target and target[0] in by_server:
-                    ratio = statistics.median(s.rps / b.rps for s, b in
-                                              zip(service, by_server[target[0]], strict=True))
+                    ratio = _ratio(service, by_server[target[0]], "rps")
                     parts.append(f"(target >= {target[1]}: "
                                  f"{'ok' if ratio >= target[1] else 'BELOW TARGET'})")
+                if scenario.startswith(TAILED):
+                    tail = median_load(service)
+                    tail_ratio = tail.p99_ms / tail.p50_ms
+                    parts.append(f"p99/p50 {tail_ratio:.1f} (target <= {TAIL_AT_MOST}: "
+                                 f"{'ok' if tail_ratio <= TAIL_AT_MOST else 'ABOVE TARGET'})")
+                    if "plain Flask" in by_server:
+                        p99 = _ratio(service, by_server["plain Flask"], "p99_ms")
+                        parts.append(f"p99 {p99:.2f}x plain Flask's (target <= "
+                                     f"{P99_AT_MOST_FLASK}: "
+                                     f"{'ok' if p99 <= P99_AT_MOST_FLASK else 'ABOVE TARGET'})")
                 comparison = ", ".join(parts)
             rows.append((f"{scenario}, {who}", median_load(loads), comparison))
     return rows

@@ -3,6 +3,7 @@
 Everything comes from the PETSTORE_* settings, so the service is configured in one place.
 """
 
+import gc
 from typing import Any
 
 from app.core import metrics
@@ -30,3 +31,16 @@ logconfig_dict = gunicorn_logconfig(settings)
 def child_exit(server: Any, worker: Any) -> None:
     """Drop a dead worker's share of the multiprocess metrics."""
     metrics.worker_exited(worker.pid)
+
+
+def post_worker_init(worker: Any) -> None:
+    """Once the worker has built the app: keep the garbage collector off what lives as long
+    as the process (the app, its documents, their validators, Flask, Connexion).
+
+    Python's full collections walk every tracked object; with the app's hundreds of
+    thousands of them, one took long enough to be the service's p99: `make bench` showed
+    p99 about five times p50, and with the collector off, 1.6 times (issue 17). After
+    gc.freeze() those objects are never walked again, while everything a request makes is
+    still collected as before."""
+    gc.collect()
+    gc.freeze()

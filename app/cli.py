@@ -379,7 +379,7 @@ def orders_list(status: tuple[str, ...], pet_id: int | None, complete: bool | No
             ship_date_to=ship_date_to, sort=sort)
     except InvalidParameter as exc:
         option = {"shipDateFrom": "--ship-date-from", "shipDateTo": "--ship-date-to"}
-        raise click.BadParameter(exc.message.replace(f"The query parameter {exc.name}", "It"),
+        raise click.BadParameter(f"It {exc.message}",
                                  param_hint=option.get(exc.name, f"--{exc.name}")) from None
     orders_json = paging.walk(_store(), query)
     if as_json:

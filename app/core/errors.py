@@ -58,8 +58,10 @@ class NotReady(PetstoreError):
 
 
 class InvalidParameter(PetstoreError):
-    """A request's parameter that the document's schema admits but the rules refuse (a
-    cursor that was edited, a date-time without an offset); the message names it."""
+    """A value the rules refuse (a cursor that was edited, a date-time without an offset).
+    name is the rule's name for it (shipDateFrom, cursor), and the message says what is
+    wrong with it ("must be ..."); each edge says where the value came from (a query
+    parameter, a CLI option) in front of it."""
 
     def __init__(self, name: str, message: str) -> None:
         super().__init__(message)

@@ -53,9 +53,9 @@ def ship_time(text: str, name: str) -> str:
     try:
         stored = parse_time(text, name)
     except InvalidOrder as exc:
-        raise InvalidParameter(name, f"The query parameter {name} must be a date-time with "
-                                     f"an offset between the years 1 and 9999 in UTC, such as "
-                                     f"2026-11-20T10:00:00Z.") from exc
+        raise InvalidParameter(name, "must be a date-time with "
+                                     "an offset between the years 1 and 9999 in UTC, such as "
+                                     "2026-11-20T10:00:00Z.") from exc
     moment = dt.datetime.fromisoformat(text.strip())
     if moment.microsecond:
         try:
@@ -72,10 +72,10 @@ def order_query(*, status: Iterable[str] | None = None, pet_id: int | None = Non
     statuses = tuple(sorted(set(status or ())))
     unknown = [s for s in statuses if s not in ORDER_STATUSES]
     if unknown:
-        raise InvalidParameter("status", f"The query parameter status must list some of "
+        raise InvalidParameter("status", f"must list some of "
                                          f"{', '.join(ORDER_STATUSES)}.")
     if sort not in SORTS:
-        raise InvalidParameter("sort", f"The query parameter sort must be one of "
+        raise InvalidParameter("sort", f"must be one of "
                                        f"{', '.join(SORTS)}.")
     return OrderQuery(
         statuses=statuses,
@@ -107,7 +107,7 @@ def encode_cursor(query: OrderQuery, after: Position) -> str:
 
 def decode_cursor(cursor: str, query: OrderQuery) -> Position:
     """The position a cursor names, if it is intact and was made for this query."""
-    edited = InvalidParameter("cursor", "The query parameter cursor is not one this service "
+    edited = InvalidParameter("cursor", "is not one this service "
                                         "gave out (it was changed or cut short).")
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
@@ -123,7 +123,7 @@ def decode_cursor(cursor: str, query: OrderQuery) -> Position:
     if version != CURSOR_VERSION or not isinstance(order_id, int):
         raise edited
     if made_for != fingerprint(query):
-        raise InvalidParameter("cursor", "The query parameter cursor belongs to other filters "
+        raise InvalidParameter("cursor", "belongs to other filters "
                                          "or another sort: send it with the same status, petId, "
                                          "complete, shipDateFrom, shipDateTo and sort as the "
                                          "page it came from.")
@@ -134,7 +134,7 @@ def page(store: Store, query: OrderQuery, limit: int = LIMIT_DEFAULT,
          cursor: str | None = None) -> Page:
     """One page of the orders the query selects, in its sort, after the cursor's position."""
     if not 1 <= limit <= LIMIT_MAX:
-        raise InvalidParameter("limit", f"The query parameter limit must be a whole number "
+        raise InvalidParameter("limit", f"must be a whole number "
                                         f"from 1 to {LIMIT_MAX}.")
     after = decode_cursor(cursor, query) if cursor else None
     # One more than asked: whether there is a next page, without a second query.

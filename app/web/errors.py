@@ -153,7 +153,8 @@ def _domain(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     if isinstance(exc, OrderAlreadyShipped):
         return error_response(409, "order_already_shipped", exc.message)
     if isinstance(exc, InvalidParameter):
-        return error_response(400, "invalid_request", exc.message)
+        return error_response(400, "invalid_request",
+                              f"The query parameter {exc.name} {exc.message}")
     if isinstance(exc, StoreUnavailable):
         log.warning("store unavailable: %s", exc.message)
         return error_response(

@@ -30,7 +30,7 @@ from app.core.services import Services, open_services
 from app.web import connexion_internals as internals
 from app.web.access import AccessLog, DecidedHeaders
 from app.web.bridge import WSGIBridge
-from app.web.conditional import AnswerCache, Revalidation
+from app.web.conditional import LIST_OPERATION, AnswerCache, Revalidation
 from app.web.cors import Cors
 from app.web.deprecation import Deprecations, retirements
 from app.web.encoding import Compression, OrjsonJsonifier, PacedBodies
@@ -48,9 +48,11 @@ UNMETERED_PREFIXES = (*(f"{api.base_path}{served}" for api in APIS if api.metere
                       "/healthz", "/readyz", "/metrics")
 
 
-# v2's GETs, whose answers AnswerCache keeps per revision of the orders.
-CACHED_ANSWERS = frozenset(f"{V2.handlers}.orders.{name}" for name in ("list_orders",
-                                                                       "get_order"))
+# The GETs whose answers AnswerCache keeps per revision of the orders and serves again
+# without a handler thread: v2's pages and orders, and v1's list (which its handler reads
+# from the list cache; a list too large for AnswerCache still goes to the handler).
+CACHED_ANSWERS = frozenset({f"{V2.handlers}.orders.list_orders",
+                            f"{V2.handlers}.orders.get_order", LIST_OPERATION})
 
 
 def _operations() -> dict[str, tuple[str, dict[str, Any]]]:

@@ -1,8 +1,8 @@
 """Conditional GET: weak ETags, and 304 Not Modified for a client whose copy is current.
 
 v2's pages and single orders (tagged_json) carry an ETag of their content: 304 exactly
-when the bytes would be the same. AnswerCache keeps them per revision of the orders and
-answers repeats, 304s included, before the handler thread.
+when the bytes would be the same. AnswerCache keeps them, and v1's list, per revision of
+the orders and answers repeats, 304s included, before the handler thread.
 
 v1's order list has an ETag that names the service's version (the encoding may change
 with it) and the orders' revision, which every change to an order raises
@@ -83,13 +83,14 @@ class Revalidation:
 
 
 class AnswerCache:
-    """v2's pages and single orders, kept per request target (path and query) and revision
-    of the orders, up to max_bytes (least recently used first out): the answer as the
-    handler made it, served again, or 304 when If-None-Match matches its ETag, without a
-    handler thread, while no order has changed. Like v1's list cache (app/core/listing.py)
-    it is never stale: every change to an order, from any process or host, raises the
-    revision, and an answer is kept under the revision read before the handler read the
-    orders. Added beside Revalidation, so security, quotas and validation have all run."""
+    """Answers to the GETs of the orders (v1's list, v2's pages and single orders), kept
+    per request target (path and query) and revision of the orders, up to max_bytes (least
+    recently used first out): the answer as the handler made it, served again, or 304 when
+    If-None-Match matches its ETag, without a handler thread, while no order has changed.
+    Like v1's list cache (app/core/listing.py) it is never stale: every change to an order,
+    from any process or host, raises the revision, and an answer is kept under the revision
+    read before the handler read the orders. Added beside Revalidation, so security,
+    quotas and validation have all run."""
 
     def __init__(self, app: ASGIApp, *, store: Store, operations: frozenset[str],
                  max_bytes: int) -> None:
@@ -123,19 +124,27 @@ class AnswerCache:
         await self.app(scope, receive, self._keeping(send, target, revision))
 
     def _keeping(self, send: Send, target: tuple[str, bytes], revision: int) -> Send:
-        """send, keeping a 200 answered in one piece."""
+        """send, keeping a 200 answered in one piece (a body in one message)."""
         start: Message = {}
+        pieces = 0
 
         async def keeping(message: Message) -> None:
-            nonlocal start
+            nonlocal start, pieces
             if message["type"] == "http.response.start":
-                start = message
-            elif (start.get("status") == 200 and not message.get("more_body", False)
-                  and len(message.get("body", b"")) <= self.max_bytes):
-                headers = list(start.get("headers", []))
-                tag = next((v for k, v in headers if k.lower() == b"etag"), None)
-                if tag is not None:
-                    self.answers[target] = (revision, tag, headers, message.get("body", b""))
+                # A copy, taken before the message goes out: the middlewares outside write
+                # this request's own headers (rate limits, request id) into it.
+                start = {"status": message["status"],
+                         "headers": list(message.get("headers", []))}
+            elif message["type"] == "http.response.body":
+                pieces += 1
+                body = message.get("body", b"")
+                if (pieces == 1 and start.get("status") == 200
+                        and not message.get("more_body", False)
+                        and len(body) <= self.max_bytes):
+                    headers = start["headers"]
+                    tag = next((v for k, v in headers if k.lower() == b"etag"), None)
+                    if tag is not None:
+                        self.answers[target] = (revision, tag, headers, body)
             await send(message)
 
         return keeping

@@ -14,7 +14,7 @@ from app import __version__
 from app.core.config import Settings
 from app.core.storage import Store
 from app.web import encoding
-from tests.support import assert_error
+from tests.support import assert_error, wrap_store
 
 LIST = "/v1/store/orders"
 
@@ -115,6 +115,30 @@ def test_the_list_is_read_once_per_change(
     client.get(LIST, headers=auth)
     client.get(LIST, headers=auth)
     assert len(reads) == 2
+
+
+def test_repeats_of_an_unchanged_list_are_answered_without_the_handler(
+        app: Any, client: Any, auth: dict[str, str], store: Store) -> None:
+    class Counting:
+        def __init__(self, inner: Store) -> None:
+            self.inner, self.calls = inner, 0
+
+        def __getattr__(self, name: str) -> Any:
+            self.calls += 1
+            return getattr(self.inner, name)
+
+    counting: dict[str, Counting] = {}
+    wrap_store(app, lambda inner: counting.setdefault("store", Counting(inner)))
+    first = client.get(LIST, headers=auth)
+    handled = counting["store"].calls
+    assert handled >= 1
+    again = client.get(LIST, headers=auth)
+    assert counting["store"].calls == handled  # the handler's store was not asked again
+    assert again.content == first.content and again.headers["etag"] == first.headers["etag"]
+    assert again.headers["x-ratelimit-remaining"] != first.headers["x-ratelimit-remaining"]
+    store.ship_order(1, "2026-12-24T10:00:00Z")  # as another process would
+    changed = client.get(LIST, headers=auth)
+    assert counting["store"].calls > handled and changed.content != first.content
 
 
 @pytest.fixture

@@ -232,8 +232,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "PAGE_CACHE_BYTES",
         "16777216",
-        "Bytes of v2 answers (pages and single orders) a worker keeps until an order "
-        "changes (0 keeps none).",
+        "Bytes of answers to the order GETs (v1's list when it fits, v2's pages and single "
+        "orders) a worker keeps until an order changes (0 keeps none).",
         _non_negative_int,
     ),
     Setting(

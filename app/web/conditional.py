@@ -19,6 +19,7 @@ from typing import Any
 
 import flask
 from cachetools import LRUCache
+from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
@@ -58,6 +59,15 @@ def tagged_json(body: bytes, headers: dict[str, str] | None = None) -> flask.Res
                           headers={"ETag": tag, **(headers or {})})
 
 
+async def current_revision(store: Store) -> int:
+    """The orders' revision, read from the event loop: in place for a local store (one
+    row of a SQLite file, a few microseconds), in a thread for one across the network, so
+    that a slow or unreachable database never holds up the other requests."""
+    if store.local:
+        return store.revision()
+    return await run_in_threadpool(store.revision)
+
+
 class Revalidation:
     """304 with the current ETag and no body for a list request whose If-None-Match
     matches. Added right before Connexion's context middleware (MiddlewarePosition
@@ -73,13 +83,16 @@ class Revalidation:
             given = [v for k, v in scope["headers"] if k == b"if-none-match"]
             if given:
                 # One row read; in WAL mode a reader never waits for a writer.
-                tag = list_etag(self.store.revision())
+                tag = list_etag(await current_revision(self.store))
                 if matches(b",".join(given).decode("latin-1"), tag):
                     await send({"type": "http.response.start", "status": 304,
                                 "headers": [(b"etag", tag.encode("ascii"))]})
                     await send({"type": "http.response.body", "body": b""})
                     return
         await self.app(scope, receive, send)
+
+
+ENTRY_OVERHEAD = 256  # bytes an answer's headers and key take, roughly, beside its body
 
 
 class AnswerCache:
@@ -98,7 +111,8 @@ class AnswerCache:
         self.store = store
         self.operations = operations
         self.answers: LRUCache[tuple[str, bytes], tuple[int, bytes, list[Any], bytes]] = (
-            LRUCache(maxsize=max(max_bytes, 1), getsizeof=lambda entry: len(entry[3]) + 256))
+            LRUCache(maxsize=max(max_bytes, 1),
+                     getsizeof=lambda entry: len(entry[3]) + ENTRY_OVERHEAD))
         self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -107,7 +121,7 @@ class AnswerCache:
             await self.app(scope, receive, send)
             return
         target = (scope["path"], scope.get("query_string", b""))
-        revision = self.store.revision()  # before the handler reads: see the docstring
+        revision = await current_revision(self.store)  # before the handler reads the orders
         entry = self.answers.get(target)
         if entry is not None and entry[0] == revision:
             _, tag, headers, body = entry
@@ -140,7 +154,7 @@ class AnswerCache:
                 body = message.get("body", b"")
                 if (pieces == 1 and start.get("status") == 200
                         and not message.get("more_body", False)
-                        and len(body) <= self.max_bytes):
+                        and len(body) + ENTRY_OVERHEAD <= self.max_bytes):
                     headers = start["headers"]
                     tag = next((v for k, v in headers if k.lower() == b"etag"), None)
                     if tag is not None:

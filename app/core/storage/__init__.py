@@ -21,6 +21,10 @@ from app.core.storage.sqlite import SQLiteStore
 class Store(Protocol):
     """What the order rules, the API and the CLI need from a database."""
 
+    local: bool
+    """Whether a small read is answered on this machine without a network round trip
+    (a SQLite file), so that it may be made on an event loop thread."""
+
     def migrate(self) -> int:
         """Create or upgrade the schema; return the schema version now in force."""
         ...

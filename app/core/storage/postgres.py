@@ -203,6 +203,7 @@ class PostgresStore(SqlStore):
 
     PARAM = "%s"
     ORDER_JSON = ORDER_JSON
+    local = False  # every read is a round trip
 
     def __init__(self, url: str, busy_timeout_ms: int = 1000, pool_size: int = 10) -> None:
         self.params = connection_parameters(url)

@@ -134,6 +134,7 @@ class SQLiteStore(SqlStore):
 
     PARAM = "?"
     ORDER_JSON = ORDER_JSON
+    local = True  # a file on this machine
 
     def __init__(self, path: str | Path, busy_timeout_ms: int = 1000) -> None:
         self.path = str(path)

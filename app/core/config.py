@@ -150,8 +150,15 @@ SETTINGS: tuple[Setting, ...] = (
         "KEY_CACHE_SECONDS",
         "2",
         "How long a worker trusts a looked-up API key; a revocation reaches every worker "
-        "within this time.",
+        "within this time, and so does a change of a key's plan, scope or expiry.",
         _non_negative_float,
+    ),
+    Setting(
+        "KEY_LAST_USED",
+        "true",
+        "Record when each key was last used (shown by `petstore keys list`, to the minute): "
+        "each worker writes it at most once a minute per key, off the request's path.",
+        _boolean,
     ),
     Setting("BIND", "127.0.0.1:8080", "Address `petstore serve` listens on."),
     Setting("WORKERS", "1", "Number of gunicorn worker processes for `petstore serve`.",
@@ -269,6 +276,7 @@ class Settings:
     database_pool_size: int = _default("DATABASE_POOL_SIZE")
     busy_timeout_ms: int = _default("BUSY_TIMEOUT_MS")
     key_cache_seconds: float = _default("KEY_CACHE_SECONDS")
+    key_last_used: bool = _default("KEY_LAST_USED")
     bind: str = _default("BIND")
     workers: int = _default("WORKERS")
     graceful_timeout: int = _default("GRACEFUL_TIMEOUT")

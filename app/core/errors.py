@@ -46,6 +46,10 @@ class DuplicatePet(PetstoreError):
         self.pet_id = pet_id
 
 
+class DuplicateKey(PetstoreError):
+    """An imported key whose id or digest the store holds already (the message says which)."""
+
+
 class StoreUnavailable(PetstoreError):
     """The database cannot answer now (locked past the busy timeout, read-only, full...)."""
 

@@ -1,27 +1,69 @@
-"""API keys: generation, hashing and lookup (with a short cache).
+"""API keys: generation, hashing, lookup (with a short cache) and their lifecycle.
 
-A key is shown once, when created. The database keeps only its SHA-256 digest and a short
-visible prefix, and a key is looked up by its full digest, never by prefix (D12). The
-bearer check that reads the Authorization header is app.web.security.
+A key is shown once, when created or rotated. The database keeps only its SHA-256 digest
+and a short visible prefix, and a key is looked up by its full digest, never by prefix
+(D12). A key may expire, may have been rotated (its old secret works until the grace
+ends), has a scope (read or write), and records when it was last used (D21). The bearer
+check that reads the Authorization header is app.web.security.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
+import logging
+import os
+import re
 import secrets
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from cachetools import TTLCache
 
+from app.core.errors import PetstoreError
+from app.core.orders import format_time
 from app.core.storage import Store
-from app.core.storage.records import ApiKey
+from app.core.storage.records import PLANS, SCOPES, ApiKey
+
+log = logging.getLogger("petstore.keys")
 
 KEY_PREFIX = "psk_"
 VISIBLE_CHARS = 12  # "psk_" and 8 random characters: enough to tell keys apart in a list
 KEY_CACHE_SIZE = 10_000
 _MISSING: Any = object()  # the cache's "not looked up yet", apart from None ("no such key")
+LAST_USED_EVERY = 60.0  # seconds: last use is kept to the minute (D21)
+DURATION = re.compile(r"(\d+)([smhdw])")
+UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+class InvalidKeyValue(PetstoreError):
+    """A duration, a time or an exported key that cannot be used; the message says why."""
+
+
+@dataclass(frozen=True)
+class KeyCheck:
+    """What a secret is worth now: the key it opens (None if it opens nothing), and whether
+    it would open one but for the key's expiry (401 api_key_expired, not invalid_api_key)."""
+
+    key: ApiKey | None
+    expired: bool = False
+
+
+NO_KEY = KeyCheck(None)
+
+
+def check_key(key: ApiKey | None, key_digest: str, now: float) -> KeyCheck:
+    """Whether a key found by a secret's digest lets that secret in at the time now: not
+    revoked, not expired, and the current secret or the one before it within its grace."""
+    if key is None or not key.active:
+        return NO_KEY
+    if key.digest != key_digest and (key.previous_ends is None or key.previous_ends <= now):
+        return NO_KEY  # the secret before a rotation, past its grace
+    if key.expires is not None and key.expires <= now:
+        return KeyCheck(None, expired=True)
+    return KeyCheck(key)
 
 
 @dataclass(frozen=True)
@@ -55,15 +97,16 @@ class Keyring:
     how long a revocation takes to reach this worker (PETSTORE_KEY_CACHE_SECONDS).
     """
 
-    def __init__(self, store: Store, ttl_seconds: float) -> None:
+    def __init__(self, store: Store, ttl_seconds: float, last_used: LastUsed | None = None) -> None:
         self.store = store
         self._cache: TTLCache[str, ApiKey | None] | None = (
             TTLCache(maxsize=KEY_CACHE_SIZE, ttl=ttl_seconds) if ttl_seconds > 0 else None
         )
         self._lock = threading.Lock()
+        self.last_used = last_used
 
-    def lookup(self, secret: str) -> ApiKey | None:
-        """The active key this secret belongs to, or None (unknown or revoked)."""
+    def check(self, secret: str) -> KeyCheck:
+        """What this secret opens now (see check_key); a key it opens is marked used."""
         key_digest = digest(secret)
         if self._cache is None:
             key = self.store.find_key(key_digest)
@@ -76,7 +119,16 @@ class Keyring:
                     self._cache[key_digest] = key
             else:
                 key = cached
-        return key if key is not None and key.active else None
+        now = time.time()
+        result = check_key(key, key_digest, now)
+        if result.key is not None and self.last_used is not None:
+            self.last_used.seen(result.key.id, now)
+        return result
+
+    def lookup(self, secret: str) -> ApiKey | None:
+        """The key this secret opens now, or None (unknown, revoked, expired, or a rotated
+        secret past its grace)."""
+        return self.check(secret).key
 
     def forget(self, secret: str) -> None:
         """Drop what the cache holds for this key, so the next lookup reads the database."""
@@ -84,3 +136,159 @@ class Keyring:
             with self._lock:
                 self._cache.pop(digest(secret), None)
 
+
+
+class LastUsed:
+    """When each key was last used, written at most once a minute per key by this process,
+    from a thread of its own: a request only notes the time in memory (D21).
+
+    A write that fails (the database is down) is logged and dropped; the next minute's
+    use writes again. The thread starts on first use in each process (a forked worker
+    has none of its parent's threads) and is a daemon: at most a minute of last uses is
+    lost when a process ends.
+    """
+
+    def __init__(self, store: Store, every: float = LAST_USED_EVERY) -> None:
+        self.store = store
+        self.every = every
+        self._due: dict[int, float] = {}  # key id -> when its next use is worth writing
+        self._pending: dict[int, str] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._pid = 0
+
+    def seen(self, key_id: int, now: float) -> None:
+        """Note that the key was used at now; cheap when it was noted within the minute."""
+        if now < self._due.get(key_id, 0.0):
+            return
+        with self._lock:
+            self._due[key_id] = now + self.every
+            self._pending[key_id] = format_time(dt.datetime.fromtimestamp(now, dt.UTC))
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            threading.Thread(target=self._run, name="petstore-last-used", daemon=True).start()
+        self._wake.set()
+
+    def flush(self) -> None:
+        """Write what has been noted and not yet written."""
+        with self._lock:
+            uses, self._pending = self._pending, {}
+        if not uses:
+            return
+        try:
+            self.store.touch_keys(uses)
+        except PetstoreError as exc:
+            log.warning("could not record when keys were last used: %s", exc.message)
+        finally:
+            self.store.close()  # this thread's connection, if the store keeps one
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            self.flush()
+
+
+# durations and times ----------------------------------------------------------------------
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a duration such as 90d, 24h, 30m, 45s, 2w or 1d12h."""
+    words = text.strip().lower()
+    if not words or DURATION.sub("", words):
+        raise InvalidKeyValue(
+            f"{text!r} is not a duration: write a number and a unit, s, m, h, d or w "
+            "(90d, 24h, 1d12h)")
+    return float(sum(int(n) * UNIT_SECONDS[unit] for n, unit in DURATION.findall(words)))
+
+
+def expiry(expires_in: str | None, expires_at: str | None, now: float) -> str | None:
+    """The stored expiry for --expires-in (a duration from now) or --expires-at (a
+    date-time with an offset), or None when neither is given."""
+    if expires_in is not None and expires_at is not None:
+        raise InvalidKeyValue("give --expires-in or --expires-at, not both")
+    if expires_in is not None:
+        moment = dt.datetime.fromtimestamp(now + parse_duration(expires_in), dt.UTC)
+        return format_time(moment)
+    if expires_at is not None:
+        return stored_time(expires_at, "--expires-at")
+    return None
+
+
+def stored_time(text: str, name: str) -> str:
+    """A date-time with an offset, as times are stored (UTC, whole seconds, Z)."""
+    try:
+        moment = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidKeyValue(f"{name} must be an ISO 8601 date-time such as "
+                              f"2027-03-01T00:00:00Z, got {text!r}") from None
+    if moment.tzinfo is None:
+        raise InvalidKeyValue(f"{name} needs a time-zone offset (Z or +01:00), got {text!r}")
+    return format_time(moment)
+
+
+def rotation(store: Store, key_id: int, grace_seconds: float,
+             now: float) -> tuple[str, ApiKey | None]:
+    """Give the key a new secret; the old one works for grace_seconds more. Returns the
+    new secret (shown once) and the key as it is now (None: no such key)."""
+    new = generate_key()
+    until = format_time(dt.datetime.fromtimestamp(now + grace_seconds, dt.UTC))
+    return new.secret, store.rotate_key(key_id, new.digest, new.prefix, until)
+
+
+# export and import ------------------------------------------------------------------------
+
+EXPORTED = ("id", "prefix", "name", "plan", "per_minute", "per_day", "created_at",
+            "revoked_at", "banned_until", "expires_at", "scope", "last_used_at", "digest",
+            "previous_digest", "previous_until")
+HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def exported(key: ApiKey) -> dict[str, Any]:
+    """A key as `keys export` writes it: its digests and metadata, never a secret (which is
+    never stored)."""
+    return {field: getattr(key, field) for field in EXPORTED}
+
+
+def key_from_export(row: dict[str, Any]) -> ApiKey:
+    """An exported key, checked: what `keys import` stores. Empty values count as absent
+    (a CSV cell)."""
+    values: dict[str, Any] = {field: (None if row.get(field) in ("", None) else row.get(field))
+                              for field in EXPORTED}
+    unknown = sorted(set(row) - set(EXPORTED))
+    if unknown:
+        raise InvalidKeyValue(f"unknown field(s) {', '.join(unknown)}")
+    for field in ("id", "prefix", "name", "plan", "created_at", "digest"):
+        if values[field] is None and field != "name":
+            raise InvalidKeyValue(f"{field} is missing")
+    for field in ("id", "per_minute", "per_day"):
+        if values[field] is not None:
+            try:
+                values[field] = int(values[field])
+            except (TypeError, ValueError):
+                raise InvalidKeyValue(f"{field} must be a whole number, got "
+                                      f"{values[field]!r}") from None
+            if values[field] < 1:
+                raise InvalidKeyValue(f"{field} must be 1 or more, got {values[field]}")
+    if values["plan"] not in PLANS:
+        raise InvalidKeyValue(f"plan must be one of {', '.join(PLANS)}, got {values['plan']!r}")
+    if (values["plan"] == "enterprise") != (values["per_minute"] is not None
+                                            and values["per_day"] is not None):
+        raise InvalidKeyValue("per_minute and per_day are set for enterprise keys, and only "
+                              "for them")
+    values["scope"] = values["scope"] or "write"
+    if values["scope"] not in SCOPES:
+        raise InvalidKeyValue(f"scope must be read or write, got {values['scope']!r}")
+    for field in ("digest", "previous_digest"):
+        if values[field] is not None and not HEX_DIGEST.fullmatch(str(values[field])):
+            raise InvalidKeyValue(f"{field} must be 64 lowercase hexadecimal digits (a "
+                                  "SHA-256 digest, never a key)")
+    if (values["previous_digest"] is None) != (values["previous_until"] is None):
+        raise InvalidKeyValue("previous_digest and previous_until go together")
+    for field in ("created_at", "revoked_at", "banned_until", "expires_at", "last_used_at",
+                  "previous_until"):
+        if values[field] is not None:
+            values[field] = stored_time(str(values[field]), field)
+    values["name"] = "" if values["name"] is None else str(values["name"])
+    values["prefix"] = str(values["prefix"])
+    return ApiKey(**values)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from app.core.config import Settings
 from app.core.errors import StoreUnavailable
-from app.core.keys import Keyring
+from app.core.keys import Keyring, LastUsed
 from app.core.listing import ListCache
 from app.core.quotas.counters import storage_probe
 from app.core.storage import Store, open_store
@@ -42,6 +42,7 @@ def open_services(settings: Settings) -> Services:
         log.warning("the database does not answer at start (%s); requests get 503 until "
                     "it does", exc.message)
     fails_closed = settings.ratelimit_enabled and settings.ratelimit_on_error == "closed"
-    return Services(settings, store, Keyring(store, settings.key_cache_seconds),
+    last_used = LastUsed(store) if settings.key_last_used else None
+    return Services(settings, store, Keyring(store, settings.key_cache_seconds, last_used),
                     ListCache(settings.list_cache_bytes),
                     storage_probe(settings) if fails_closed else None)

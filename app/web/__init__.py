@@ -143,7 +143,9 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
     app.add_middleware(AnswerCache, position=MiddlewarePosition.BEFORE_CONTEXT, store=store,
                        operations=CACHED_ANSWERS, max_bytes=settings.page_cache_bytes)
     app.add_middleware(KeyringForRequests, position=MiddlewarePosition.BEFORE_SECURITY,
-                       keyring=services.keyring)
+                       keyring=services.keyring,
+                       write_operations=frozenset(op for op, (_, d) in operations.items()
+                                                  if d.get("x-scope") == "write"))
     app.add_middleware(RoutedOnly, position=MiddlewarePosition.BEFORE_SECURITY,
                        base_paths=tuple(api.base_path for api in APIS))
 

@@ -44,6 +44,21 @@ class DuplicateAuthorization(PetstoreError):
         super().__init__("Send one Authorization header, not several.")
 
 
+class ApiKeyExpired(PetstoreError):
+    """A key past its expiry (DESIGN.md D21): 401 api_key_expired."""
+
+    def __init__(self) -> None:
+        super().__init__("The API key has expired; ask for a new one.")
+
+
+class InsufficientScope(PetstoreError):
+    """A read key calling an operation that needs write (D21): 403 insufficient_scope."""
+
+    def __init__(self) -> None:
+        super().__init__("This API key may only read; this operation needs a key with "
+                         "the write scope.")
+
+
 def error_body(status: int, code: str, message: str) -> bytes:
     """The Error object every error response carries, as compact as every other body."""
     return orjson.dumps({"code": code, "message": message, "status": status})
@@ -169,6 +184,13 @@ def _domain(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
                               {"Retry-After": str(RETRY_AFTER_UNAVAILABLE)})
     if isinstance(exc, DuplicateAuthorization):
         return error_response(400, "invalid_request", exc.message)
+    if isinstance(exc, ApiKeyExpired):
+        return error_response(401, "api_key_expired", exc.message,
+                              {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+    if isinstance(exc, InsufficientScope):
+        # RFC 6750 section 3.1
+        return error_response(403, "insufficient_scope", exc.message,
+                              {"WWW-Authenticate": 'Bearer error="insufficient_scope"'})
     return _internal(request, exc)
 
 

@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.core import metrics
 from app.core.config import Settings, SettingsError
 from app.core.errors import StoreUnavailable
-from app.core.keys import Keyring
+from app.core.keys import NO_KEY, Keyring
 from app.core.orders import format_time
 from app.core.quotas.counters import LimitsCounter, Quotas, QuotaStorageDown, Verdict, Window
 from app.core.quotas.plans import Plan, plan_of
@@ -121,12 +121,13 @@ class RateLimitMiddleware:
             return
         token = bearer_token(scope)
         try:
-            key = self.keyring.lookup(token) if token else None
+            check = self.keyring.check(token) if token else NO_KEY
         except StoreUnavailable as exc:
             log.warning("store unavailable: %s", exc.message)
             await self._unavailable(send, self.anonymous, UNAVAILABLE_MESSAGE)
             return
-        scope[LOOKED_UP] = key
+        scope[LOOKED_UP] = check
+        key = check.key
         if key is not None:
             subject, plan = f"key/{key.id}", plan_of(key, self.plans)
         else:

@@ -10,7 +10,7 @@ Orders come back in the API's field names, with absent values left out, never nu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from app.core.config import Settings, store_kind
@@ -107,12 +107,15 @@ class Store(Protocol):
         per_minute: int | None,
         per_day: int | None,
         now: str,
+        scope: str = "write",
+        expires_at: str | None = None,
     ) -> ApiKey:
         """Store a new key by its SHA-256 digest and return it."""
         ...
 
     def find_key(self, digest: str) -> ApiKey | None:
-        """The key whose full digest this is, revoked or not; None when there is none."""
+        """The key whose full digest this is, now or (after a rotation) before; revoked,
+        expired or past its grace alike. None when there is none."""
         ...
 
     def get_key(self, key_id: int) -> ApiKey | None:
@@ -139,6 +142,31 @@ class Store(Protocol):
 
     def unban_key(self, key_id: int) -> ApiKey | None:
         """Lift the key's ban, if any."""
+        ...
+
+    def set_expiry(self, key_id: int, expires_at: str | None) -> ApiKey | None:
+        """Make the key expire at that time (ISO 8601 UTC), or never (None)."""
+        ...
+
+    def set_scope(self, key_id: int, scope: str) -> ApiKey | None:
+        """Give the key the scope read (GET only) or write (everything)."""
+        ...
+
+    def rotate_key(self, key_id: int, digest: str, prefix: str,
+                   previous_until: str) -> ApiKey | None:
+        """Give the key a new secret (its digest and prefix); the secret it had keeps
+        working until previous_until, and one kept from an earlier rotation stops now."""
+        ...
+
+    def touch_keys(self, uses: dict[int, str]) -> None:
+        """Record when keys were last used (key id -> ISO 8601 UTC), never moving a time
+        back: one transaction for all of them."""
+        ...
+
+    def import_keys(self, keys: Sequence[ApiKey]) -> int:
+        """Store keys exported from another store (digests and metadata, never a secret),
+        keeping their ids; all or nothing. Raises DuplicateKey when an id or a digest is
+        here already, or twice among them."""
         ...
 
     def backup(self, target: str, progress: Callable[[int, int], None] | None = None) -> None:

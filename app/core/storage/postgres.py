@@ -31,9 +31,15 @@ from psycopg import conninfo as pq_conninfo
 from psycopg import errors as pq_errors
 from psycopg_pool import ConnectionPool
 
-from app.core.errors import DuplicateOrder, DuplicatePet, StoreUnavailable
+from app.core.errors import DuplicateKey, DuplicateOrder, DuplicatePet, StoreUnavailable
 from app.core.storage.records import ApiKey, Transition
-from app.core.storage.statements import KEY_COLUMNS, LIST_INDEXES, SqlStore
+from app.core.storage.statements import (
+    KEY_COLUMNS,
+    KEY_LIFECYCLE,
+    LIST_INDEXES,
+    SqlStore,
+    key_values,
+)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -144,6 +150,8 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 5: an index for each filter and sort of the v2 list (D19)
     ";\n".join(LIST_INDEXES),
+    # 6: expiry, scope, last use and rotation of keys (D21)
+    ";\n".join(KEY_LIFECYCLE),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -468,12 +476,15 @@ class PostgresStore(SqlStore):
         per_minute: int | None,
         per_day: int | None,
         now: str,
+        scope: str = "write",
+        expires_at: str | None = None,
     ) -> ApiKey:
         """Store a new key by its SHA-256 digest and return it."""
         row = self._one(
-            "INSERT INTO api_keys (prefix, digest, name, plan, per_minute, per_day, created_at) "
-            f"VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING {KEY_COLUMNS}",
-            (prefix, digest, name, plan, per_minute, per_day, now),
+            "INSERT INTO api_keys (prefix, digest, name, plan, per_minute, per_day, created_at, "
+            f"scope, expires_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+            f"RETURNING {KEY_COLUMNS}",
+            (prefix, digest, name, plan, per_minute, per_day, now, scope, expires_at),
             retry=False,  # a second insert of a key that was stored would be refused
         )
         assert row is not None
@@ -484,6 +495,34 @@ class PostgresStore(SqlStore):
         row = self._one(f"UPDATE api_keys SET {assignments} WHERE id = %s RETURNING {KEY_COLUMNS}",
                         (*params, key_id))
         return None if row is None else ApiKey(*row)
+
+    @_translate_errors
+    def _write_many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        def work(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+            with conn.transaction(), conn.cursor() as cursor:
+                cursor.executemany(sql, rows)
+
+        self._call(work)
+
+    @_translate_errors
+    def _insert_keys(self, keys: Sequence[ApiKey]) -> None:
+        marks = ", ".join(["%s"] * len(key_values(keys[0])))
+
+        def work(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+            with conn.transaction():
+                with conn.cursor() as cursor:
+                    cursor.executemany(f"INSERT INTO api_keys ({KEY_COLUMNS}) VALUES ({marks})",
+                                       [key_values(key) for key in keys])
+                # Ids given explicitly do not move the identity's sequence: move it past
+                # them, or the next key created here would take an imported id.
+                conn.execute("SELECT setval(pg_get_serial_sequence('api_keys', 'id'), "
+                             "(SELECT max(id) FROM api_keys))")
+
+        try:
+            self._call(work, retry=False)
+        except pq_errors.UniqueViolation as exc:
+            raise DuplicateKey(f"A key's id or digest exists already ({_first_line(exc)}).") \
+                from None
 
 
 def _insert_all(conn: psycopg.Connection[Any], sql: str, rows: Iterable[tuple[Any, ...]]) -> None:

@@ -3,15 +3,29 @@ write, and the closed lists (statuses, plans) the schema enforces."""
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
 from dataclasses import dataclass
 
 ORDER_STATUSES = ("pending", "shipped", "cancelled")
 PLANS = ("free", "pro", "business", "enterprise")
+SCOPES = ("read", "write")  # DESIGN.md D21: read keys may only GET
+
+
+def _timestamp(moment: str | None) -> float | None:
+    """A stored time (ISO 8601 UTC, ending in Z) as a Unix time."""
+    if moment is None:
+        return None
+    return dt.datetime.fromisoformat(moment.replace("Z", "+00:00")).timestamp()
 
 
 @dataclass(frozen=True)
 class ApiKey:
-    """An API key as stored: never the key itself, only its digest and visible prefix."""
+    """An API key as stored: never the key itself, only its digest and visible prefix.
+
+    After a rotation (D21) the secret it had is kept as previous_digest until
+    previous_until, the end of its grace; a later rotation replaces it. Times are ISO 8601
+    UTC text, as every stored time."""
 
     id: int
     prefix: str
@@ -22,10 +36,26 @@ class ApiKey:
     created_at: str
     revoked_at: str | None
     banned_until: str | None = None
+    expires_at: str | None = None
+    scope: str = "write"
+    last_used_at: str | None = None
+    digest: str = ""
+    previous_digest: str | None = None
+    previous_until: str | None = None
 
     @property
     def active(self) -> bool:
         return self.revoked_at is None
+
+    @functools.cached_property
+    def expires(self) -> float | None:
+        """expires_at as a Unix time (read on every request, parsed once)."""
+        return _timestamp(self.expires_at)
+
+    @functools.cached_property
+    def previous_ends(self) -> float | None:
+        """previous_until as a Unix time: when the secret before the last rotation stops."""
+        return _timestamp(self.previous_until)
 
 
 @dataclass(frozen=True)

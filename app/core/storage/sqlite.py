@@ -11,16 +11,22 @@ from __future__ import annotations
 import functools
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import sqlite_utils
 
-from app.core.errors import DuplicateOrder, DuplicatePet, StoreUnavailable
+from app.core.errors import DuplicateKey, DuplicateOrder, DuplicatePet, StoreUnavailable
 from app.core.storage.records import ApiKey, Transition
-from app.core.storage.statements import LIST_INDEXES, SqlStore
+from app.core.storage.statements import (
+    KEY_COLUMNS,
+    KEY_LIFECYCLE,
+    LIST_INDEXES,
+    SqlStore,
+    key_values,
+)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -102,12 +108,19 @@ def _add_list_indexes_v5(db: sqlite_utils.Database) -> None:
         db.execute(statement)
 
 
+def _add_key_lifecycle_v6(db: sqlite_utils.Database) -> None:
+    """Expiry, scope, last use and rotation of keys (D21)."""
+    for statement in KEY_LIFECYCLE:
+        db.execute(statement)
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _create_schema_v1,
     _add_bans_v2,
     _add_pets_v3,
     _add_revision_v4,
     _add_list_indexes_v5,
+    _add_key_lifecycle_v6,
 )
 
 # The whole list as JSON, built by SQLite: reading rows into Python dicts costs about ten
@@ -351,13 +364,15 @@ class SQLiteStore(SqlStore):
         per_minute: int | None,
         per_day: int | None,
         now: str,
+        scope: str = "write",
+        expires_at: str | None = None,
     ) -> ApiKey:
         """Store a new key by its SHA-256 digest and return it."""
         with self._write() as db:
             cursor = db.execute(
                 "INSERT INTO api_keys (prefix, digest, name, plan, per_minute, per_day, "
-                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (prefix, digest, name, plan, per_minute, per_day, now),
+                "created_at, scope, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (prefix, digest, name, plan, per_minute, per_day, now, scope, expires_at),
             )
             key_id = cursor.lastrowid
         key = self.get_key(int(key_id or 0))
@@ -369,3 +384,20 @@ class SQLiteStore(SqlStore):
         with self._write() as db:
             db.execute(f"UPDATE api_keys SET {assignments} WHERE id = ?", (*params, key_id))
         return self.get_key(key_id)
+
+    @_translate_errors
+    def _write_many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        with self._write() as db:
+            db.conn.executemany(sql, rows)
+
+    @_translate_errors
+    def _insert_keys(self, keys: Sequence[ApiKey]) -> None:
+        marks = ", ".join("?" * len(key_values(keys[0])))
+        with self._write() as db:
+            try:
+                db.conn.executemany(f"INSERT INTO api_keys ({KEY_COLUMNS}) VALUES ({marks})",
+                                    [key_values(key) for key in keys])
+            except sqlite3.IntegrityError as exc:
+                if "UNIQUE" not in str(exc):
+                    raise
+                raise DuplicateKey(f"A key's id or digest exists already ({exc}).") from None

@@ -3,20 +3,40 @@
 Both stores hold the same tables (the same migrations, in each one's dialect), so the
 reads, the conditional writes and the key updates are the same SQL; only the placeholder
 differs (``?`` for sqlite3, ``%s`` for psycopg). SqlStore writes them with the store's
-PARAM and leaves four things to each store, each turning the database's failures into
+PARAM and leaves six things to each store, each turning the database's failures into
 StoreUnavailable: running a read (_rows), a conditional order write in one transaction
-(_transition), a key update (_update_key), and one page of the streamed list (_page).
+(_transition), a key update (_update_key), one statement over many rows in one
+transaction (_write_many), an insert of keys with their ids (_insert_keys), and one page of
+the streamed list (_page).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
+from app.core.errors import DuplicateKey
 from app.core.storage.records import ORDER_STATUSES, ApiKey, OrderQuery, Position, Transition
 
 ORDER_COLUMNS = "id, pet_id, quantity, ship_date, complete, status"
-KEY_COLUMNS = "id, prefix, name, plan, per_minute, per_day, created_at, revoked_at, banned_until"
+# In ApiKey's order.
+KEY_COLUMNS = ("id, prefix, name, plan, per_minute, per_day, created_at, revoked_at, "
+               "banned_until, expires_at, scope, last_used_at, digest, previous_digest, "
+               "previous_until")
+# D21's key lifecycle (migration 6 of both stores): expiry, scope, last use, and the secret
+# a rotation replaced, kept until its grace ends and looked up like the current one.
+KEY_LIFECYCLE = (
+    "ALTER TABLE api_keys ADD COLUMN expires_at TEXT",
+    "ALTER TABLE api_keys ADD COLUMN scope TEXT NOT NULL DEFAULT 'write'"
+    " CHECK (scope IN ('read', 'write'))",
+    "ALTER TABLE api_keys ADD COLUMN last_used_at TEXT",
+    "ALTER TABLE api_keys ADD COLUMN previous_digest TEXT",
+    "ALTER TABLE api_keys ADD COLUMN previous_until TEXT",
+    "CREATE UNIQUE INDEX idx_api_keys_previous_digest ON api_keys (previous_digest)",
+)
+# A key as `keys export` writes it and `keys import` reads it: every column but none of a
+# secret, which is never stored.
+KEY_EXPORT_COLUMNS = tuple(c.strip() for c in KEY_COLUMNS.split(","))
 # The v2 list's indexes (migration 5 of both stores): one for each filter and sort, each
 # ending with the id, the tie-break of every sort, so that a page is one index range. The
 # orders without a shipDate, last in both shipDate sorts, have a partial index of their
@@ -29,6 +49,16 @@ LIST_INDEXES = (
     "CREATE INDEX idx_orders_ship_date_id ON orders (ship_date, id)",
     "CREATE INDEX idx_orders_undated_id ON orders (id) WHERE ship_date IS NULL",
 )
+
+
+def key_values(key: ApiKey) -> tuple[Any, ...]:
+    """A key's values in the order of KEY_COLUMNS, for an INSERT."""
+    return tuple(getattr(key, column) for column in KEY_EXPORT_COLUMNS)
+
+
+def _shown(value: Any) -> str:
+    """An id, or the first characters of a digest: enough to find it, short to read."""
+    return f"{value[:12]}..." if isinstance(value, str) and len(value) > 12 else str(value)
 
 
 def order_fields(row: tuple[Any, ...]) -> dict[str, Any]:
@@ -67,6 +97,16 @@ class SqlStore:
 
     def _update_key(self, key_id: int, assignments: str, params: tuple[Any, ...]) -> ApiKey | None:
         """Run UPDATE api_keys SET assignments for the key; the key as it is now, or None."""
+        raise NotImplementedError
+
+    def _write_many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        """Run one statement for each row, all in one transaction."""
+        raise NotImplementedError
+
+    def _insert_keys(self, keys: Sequence[ApiKey]) -> None:
+        """Insert the keys with their ids in one transaction (all or nothing), so that the
+        ids the store gives later follow them; a unique index refusing one raises
+        DuplicateKey."""
         raise NotImplementedError
 
     def _page(self, conn: Any, after: int, size: int) -> tuple[str, int] | None:
@@ -211,19 +251,22 @@ class SqlStore:
 
     # API keys ---------------------------------------------------------------------------
 
-    def _key_where(self, column: str, value: Any) -> ApiKey | None:
-        rows = self._rows(
-            f"SELECT {KEY_COLUMNS} FROM api_keys WHERE {column} = {self.PARAM}", (value,)
-        )
-        return ApiKey(*rows[0]) if rows else None
+    def _keys_where(self, condition: str, params: tuple[Any, ...]) -> list[ApiKey]:
+        rows = self._rows(f"SELECT {KEY_COLUMNS} FROM api_keys WHERE {condition} ORDER BY id",
+                          params)
+        return [ApiKey(*row) for row in rows]
 
     def find_key(self, digest: str) -> ApiKey | None:
-        """The key whose full digest this is, revoked or not; None when there is none."""
-        return self._key_where("digest", digest)
+        """The key whose full digest this is, now or (after a rotation) before; revoked,
+        expired or past its grace alike. None when there is none."""
+        p = self.PARAM
+        found = self._keys_where(f"digest = {p} OR previous_digest = {p}", (digest, digest))
+        return found[0] if found else None
 
     def get_key(self, key_id: int) -> ApiKey | None:
         """The key with this id, or None."""
-        return self._key_where("id", key_id)
+        found = self._keys_where(f"id = {self.PARAM}", (key_id,))
+        return found[0] if found else None
 
     def list_keys(self) -> list[ApiKey]:
         """Every key, by id."""
@@ -250,3 +293,67 @@ class SqlStore:
     def revoke_key(self, key_id: int, now: str) -> ApiKey | None:
         """Mark the key revoked (once; a second call keeps the first time) and return it."""
         return self._update_key(key_id, f"revoked_at = coalesce(revoked_at, {self.PARAM})", (now,))
+
+    def set_expiry(self, key_id: int, expires_at: str | None) -> ApiKey | None:
+        """Make the key expire at that time (ISO 8601 UTC), or never (None)."""
+        return self._update_key(key_id, f"expires_at = {self.PARAM}", (expires_at,))
+
+    def set_scope(self, key_id: int, scope: str) -> ApiKey | None:
+        """Give the key the scope read (GET only) or write (everything)."""
+        return self._update_key(key_id, f"scope = {self.PARAM}", (scope,))
+
+    def rotate_key(self, key_id: int, digest: str, prefix: str,
+                   previous_until: str) -> ApiKey | None:
+        """Give the key a new secret (its digest and prefix); the secret it had keeps
+        working until previous_until, and one kept from an earlier rotation stops now."""
+        p = self.PARAM
+        # The right-hand sides read the row as it was (SQL's SET), in both databases.
+        return self._update_key(
+            key_id,
+            f"previous_digest = digest, previous_until = {p}, digest = {p}, prefix = {p}",
+            (previous_until, digest, prefix))
+
+    def _first_held(self, columns: tuple[str, ...], values: Sequence[Any]) -> Any:
+        """One of the values that a column of api_keys holds already, or None."""
+        for start in range(0, len(values), 500):  # under either database's parameter limit
+            chunk = tuple(values[start:start + 500])
+            marks = ", ".join([self.PARAM] * len(chunk))
+            found = self._rows(
+                f"SELECT {', '.join(columns)} FROM api_keys WHERE "
+                + " OR ".join(f"{column} IN ({marks})" for column in columns) + " LIMIT 1",
+                chunk * len(columns))
+            if found:
+                return next(value for value in found[0] if value in chunk)
+        return None
+
+    def touch_keys(self, uses: dict[int, str]) -> None:
+        """Record when keys were last used (key id -> ISO 8601 UTC), never moving a time
+        back: one transaction for all of them."""
+        p = self.PARAM
+        self._write_many(
+            f"UPDATE api_keys SET last_used_at = {p} WHERE id = {p} "
+            f"AND (last_used_at IS NULL OR last_used_at < {p})",
+            [(when, key_id, when) for key_id, when in sorted(uses.items())])
+
+    def import_keys(self, keys: Sequence[ApiKey]) -> int:
+        """Store keys exported from another store (digests and metadata, never a secret),
+        keeping their ids; all or nothing. Raises DuplicateKey when an id or a digest is
+        here already, or twice among them."""
+        ids = [key.id for key in keys]
+        digests = [d for key in keys for d in (key.digest, key.previous_digest) if d]
+        for name, values in (("id", list(ids)), ("digest", list(digests))):
+            seen: set[Any] = set()
+            for value in values:
+                if value in seen:
+                    raise DuplicateKey(f"The {name} {_shown(value)} appears twice among "
+                                       "the keys.")
+                seen.add(value)
+        held = self._first_held(("id",), ids)
+        if held is not None:
+            raise DuplicateKey(f"A key with the id {held} exists already.")
+        held = self._first_held(("digest", "previous_digest"), digests)
+        if held is not None:
+            raise DuplicateKey(f"A key with the digest {_shown(held)} exists already.")
+        if keys:
+            self._insert_keys(keys)
+        return len(keys)

@@ -68,7 +68,8 @@ def test_both_stores_have_the_same_schema_and_migrations(store: Store, place: Pl
     assert len(sqlite.MIGRATIONS) == len(postgres.MIGRATIONS) == sqlite.SCHEMA_VERSION
     assert place.columns() == {
         "api_keys": ["id", "prefix", "digest", "name", "plan", "per_minute", "per_day",
-                     "created_at", "revoked_at", "banned_until"],
+                     "created_at", "revoked_at", "banned_until", "expires_at", "scope",
+                     "last_used_at", "previous_digest", "previous_until"],
         "orders": ["id", "pet_id", "quantity", "ship_date", "complete", "status",
                    "cancelled_at", "cancelled_by"],
         "pets": ["id", "name"],

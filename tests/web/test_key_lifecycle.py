@@ -1,0 +1,133 @@
+"""Keys with a lifecycle (DESIGN.md D21) through the app, every response checked against the
+documents: a read key refused on the operations marked x-scope: write (403), an expired key
+(401 api_key_expired), a rotated key's old secret during and after its grace."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import yaml
+
+from app.core import keys
+from app.core.config import Settings
+from app.core.storage import Store
+from app.web import OPENAPI_DIR, create_app
+from app.web.routing import APIS
+from tests.support import ISSUED_SECRETS, assert_error, make_key
+
+RATE_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
+
+
+@pytest.fixture
+def client(settings: Settings, store: Store) -> Any:
+    store.import_orders([{"id": 1, "status": "pending"}, {"id": 2, "status": "pending"}])
+    with create_app(settings.replace(key_cache_seconds=0)).test_client() as client:
+        yield client
+
+
+def bearer(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"}
+
+
+def key_id_of(store: Store, secret: str) -> int:
+    key = store.find_key(keys.digest(secret))
+    assert key is not None
+    return key.id
+
+
+def read_key(store: Store) -> str:
+    secret = make_key(store)
+    store.set_scope(key_id_of(store, secret), "read")
+    return secret
+
+
+def test_the_documents_mark_the_cancels_and_only_them_as_needing_write() -> None:
+    marked = set()
+    for api in APIS:
+        document = yaml.safe_load((OPENAPI_DIR / api.document).read_text())
+        for path, item in document["paths"].items():
+            for method, operation in item.items():
+                if isinstance(operation, dict) and operation.get("x-scope") == "write":
+                    marked.add(f"{method.upper()} {api.base_path}{path}")
+                    assert "403" in operation["responses"], (method, path)
+    assert marked == {"DELETE /v1/store/orders/{orderId}", "DELETE /v2/store/orders/{orderId}"}
+
+
+@pytest.mark.parametrize("path", ["/v1/store/orders/1", "/v2/store/orders/1"])
+def test_a_read_key_calling_a_cancel_is_403_insufficient_scope_and_counted(
+    client: Any, store: Store, path: str
+) -> None:
+    secret = read_key(store)
+    before = client.get("/v1/store/orders", headers=bearer(secret))
+    assert before.status_code == 200
+    response = client.delete(path, headers=bearer(secret))
+    assert_error(response, 403, "insufficient_scope")
+    assert response.headers["www-authenticate"] == 'Bearer error="insufficient_scope"'
+    for name in RATE_HEADERS:
+        assert name in response.headers
+    # The refused call counted against the key's quota.
+    assert (int(response.headers["x-ratelimit-remaining"])
+            == int(before.headers["x-ratelimit-remaining"]) - 1)
+    assert client.get("/v2/store/orders/1", headers=bearer(secret)).json()["status"] == "pending"
+
+
+def test_a_write_key_may_cancel_and_a_read_key_may_read_everything(
+    client: Any, store: Store
+) -> None:
+    reader = read_key(store)
+    for path in ("/v1/store/orders", "/v2/store/orders", "/v2/store/orders/1", "/v1/pets"):
+        assert client.get(path, headers=bearer(reader)).status_code == 200, path
+    writer = make_key(store)
+    assert client.delete("/v2/store/orders/2", headers=bearer(writer)).status_code == 204
+
+
+def test_a_key_moved_to_read_is_refused_on_cancel_and_back_to_write_allowed(
+    client: Any, store: Store
+) -> None:
+    secret = read_key(store)
+    key_id = key_id_of(store, secret)
+    assert client.delete("/v1/store/orders/1", headers=bearer(secret)).status_code == 403
+    store.set_scope(key_id, "write")
+    assert client.delete("/v1/store/orders/1", headers=bearer(secret)).status_code == 204
+
+
+def test_an_expired_key_is_401_api_key_expired_with_an_invalid_token_challenge(
+    client: Any, store: Store
+) -> None:
+    secret = make_key(store)
+    key_id = key_id_of(store, secret)
+    assert client.get("/v1/store/orders", headers=bearer(secret)).status_code == 200
+    store.set_expiry(key_id, "2020-01-01T00:00:00Z")
+    for method, path in (("get", "/v1/store/orders"), ("delete", "/v1/store/orders/1"),
+                         ("get", "/v2/store/orders")):
+        response = getattr(client, method)(path, headers=bearer(secret))
+        assert_error(response, 401, "api_key_expired")
+        assert response.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+        for name in RATE_HEADERS:
+            assert name in response.headers
+    store.set_expiry(key_id, None)
+    assert client.get("/v1/store/orders", headers=bearer(secret)).status_code == 200
+
+
+def test_a_rotated_key_answers_to_both_secrets_until_the_grace_ends(
+    client: Any, store: Store
+) -> None:
+    old = make_key(store)
+    key_id = key_id_of(store, old)
+    first = client.get("/v1/store/orders", headers=bearer(old))
+    new, _ = keys.rotation(store, key_id, grace_seconds=1.5, now=time.time())
+    ISSUED_SECRETS.add(new)
+    during_old = client.get("/v1/store/orders", headers=bearer(old))
+    during_new = client.get("/v1/store/orders", headers=bearer(new))
+    assert (during_old.status_code, during_new.status_code) == (200, 200)
+    # One key, one quota: the counters go on across the secrets.
+    remaining = [int(r.headers["x-ratelimit-remaining"])
+                 for r in (first, during_old, during_new)]
+    assert remaining == [remaining[0], remaining[0] - 1, remaining[0] - 2]
+    time.sleep(1.6)
+    after = client.get("/v1/store/orders", headers=bearer(old))
+    assert_error(after, 401, "invalid_api_key")
+    assert after.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+    assert client.get("/v1/store/orders", headers=bearer(new)).status_code == 200

@@ -31,6 +31,7 @@ from app.core.errors import (
     PetstoreError,
 )
 from app.core.logs import configure_logging
+from app.core.metrics import MADE_FOR_THIS_RUN
 from app.core.storage import Store, open_store
 from app.core.storage.records import PLANS, SCOPES, ApiKey
 
@@ -598,13 +599,9 @@ def backup(path: str) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
     store = _store()
-
-    def progress(done: int, total: int) -> None:
-        if total > 10_000 and done % 10_240 == 0:  # a line every ~40 MB on large databases
-            say(f"copied {done:,} of {total:,} pages")
-
+    say(f"Backing up {redacted(_settings().database)}...")
     try:
-        store.backup(str(partial), progress=progress)
+        store.backup(str(partial), progress=say)
         partial.rename(target)
     except BaseException:
         partial.unlink(missing_ok=True)
@@ -687,9 +684,12 @@ def serve(bind: str | None, workers: int | None) -> None:
         )
     _store().migrate()
     # Metrics summed over workers (prometheus-client's multiprocess mode): a fresh folder
-    # for this run's files, unless the operator chose one.
-    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR",
-                          tempfile.mkdtemp(prefix="petstore-metrics-"))
+    # for this run's files, unless the operator chose one; gunicorn's master removes the
+    # one made here when it exits (app/web/gunicorn_conf.py).
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        folder = Path(tempfile.mkdtemp(prefix="petstore-metrics-"))
+        (folder / MADE_FOR_THIS_RUN).touch()
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
     # In the server's log, so in its shape (one JSON object a line, unless told text).
     configure_logging(settings)
     log.info("serving %s on http://%s/v1 with %d worker(s)", redacted(settings.database), bind,

@@ -132,10 +132,14 @@ def _wait_until_serving(port: int, process: subprocess.Popen[Any], log: Path) ->
 
 
 @contextmanager
-def serving(folder: Path, *serve_args: str, **settings: str) -> Iterator[Server]:
+def serving(folder: Path, *serve_args: str, environ: dict[str, str] | None = None,
+            own_group: bool = False, **settings: str) -> Iterator[Server]:
     """`petstore serve` on a free port of 127.0.0.1 over a database in folder, with extra
-    PETSTORE_* settings; stopped with SIGTERM (then SIGKILL) when the block ends."""
-    env = {**os.environ, "PETSTORE_DATABASE": str(folder / "petstore.db")}
+    PETSTORE_* settings (and other variables in environ); stopped with SIGTERM (then
+    SIGKILL) when the block ends, unless it has stopped already. With own_group it leads a
+    process group of its own, as a server started from a terminal does (Ctrl-C there is
+    SIGINT to the whole group)."""
+    env = {**os.environ, "PETSTORE_DATABASE": str(folder / "petstore.db"), **(environ or {})}
     env.update({f"PETSTORE_{name.upper()}": value for name, value in settings.items()})
     subprocess.run([*PETSTORE, "init"], env=env, capture_output=True, check=True)
     port = free_port()
@@ -144,13 +148,14 @@ def serving(folder: Path, *serve_args: str, **settings: str) -> Iterator[Server]
     with log.open("w") as out:
         process = subprocess.Popen(
             [*PETSTORE, "serve", "--bind", f"127.0.0.1:{port}", *serve_args],
-            env=env, stdout=out, stderr=subprocess.STDOUT,
+            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=own_group,
         )
     try:
         _wait_until_serving(port, process, log)
         yield Server(port, log, env, process)
     finally:
-        process.send_signal(signal.SIGTERM)
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
         try:
             process.wait(timeout=15)
         except subprocess.TimeoutExpired:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +13,7 @@ from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
     multiprocess,
@@ -30,6 +32,10 @@ REFUSED = Counter("petstore_quota_refusals", "Requests refused with 429, by reas
 BANS = Counter("petstore_bans", "API keys banned for repeated requests after 429s.")
 QUOTA_STORAGE_ERRORS = Counter("petstore_quota_storage_errors",
                                "Failed calls to the quota storage (Redis).")
+# A live gauge: each worker adds 1 while it lives. A worker that dies (killed, or recycled by
+# gunicorn) is retired by worker_exited, so the sum counts the workers serving now.
+WORKERS = Gauge("petstore_workers", "Worker processes serving now.",
+                multiprocess_mode="livesum")
 
 # (method, path template, status) -> the labelled counter and histogram. Requests take a
 # handful of distinct label sets; prometheus-client's labels() checks and locks each time.
@@ -66,7 +72,7 @@ def render(store: Store) -> tuple[bytes, str]:
     if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
         multiprocess.MultiProcessCollector(registry)
     else:
-        for metric in (REQUESTS, LATENCY, REFUSED, BANS, QUOTA_STORAGE_ERRORS):
+        for metric in (REQUESTS, LATENCY, REFUSED, BANS, QUOTA_STORAGE_ERRORS, WORKERS):
             registry.register(metric)
     registry.register(OrdersByStatus(store))
     return generate_latest(registry), CONTENT_TYPE_LATEST
@@ -90,7 +96,27 @@ def allowed(address: str | None, allow: str) -> bool:
     return False
 
 
+def worker_started() -> None:
+    """gunicorn's post_worker_init hook: this worker counts in petstore_workers."""
+    WORKERS.set(1)
+
+
 def worker_exited(pid: int) -> None:
-    """gunicorn's child_exit hook: drop a dead worker's live gauges."""
+    """gunicorn's child_exit hook: retire a dead worker's live gauges (its files of them),
+    with prometheus-client's own multiprocess API. Its counters and histograms stay, so
+    that totals never go back."""
     if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
         multiprocess.mark_process_dead(pid)
+
+
+# The folder `petstore serve` makes for the metrics of one run, when the operator chose none:
+# it carries this file, and the master removes it when it exits.
+MADE_FOR_THIS_RUN = ".made-by-petstore-serve"
+
+
+def remove_folder_made_for_this_run() -> None:
+    """Remove PROMETHEUS_MULTIPROC_DIR if `petstore serve` made it (never one the operator
+    set): every worker's files go with it."""
+    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if folder and os.path.exists(os.path.join(folder, MADE_FOR_THIS_RUN)):
+        shutil.rmtree(folder, ignore_errors=True)

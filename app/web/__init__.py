@@ -41,10 +41,12 @@ from app.web.routing import APIS, OPENAPI_DIR, OPS, V1, V2, RoutedOnly, TagResol
 from app.web.security import KeyringForRequests
 
 API_SPEC = V1.document  # the document that declares the plans (x-plans)
+# What Connexion serves of each contract besides its operations: the document and its UI.
+DOCUMENT_PATHS = tuple(f"{api.base_path}{served}" for api in APIS if api.metered
+                       for served in ("/openapi.json", "/ui"))
 # No quota and no rate-limit headers on the documents, their UIs and the operations
 # endpoints (DESIGN.md D9).
-UNMETERED_PREFIXES = (*(f"{api.base_path}{served}" for api in APIS if api.metered
-                        for served in ("/openapi.json", "/ui")),
+UNMETERED_PREFIXES = (*DOCUMENT_PATHS,
                       "/healthz", "/readyz", "/metrics")
 
 
@@ -117,7 +119,8 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
     store = services.store
     app.add_middleware(PacedBodies, position=MiddlewarePosition.BEFORE_EXCEPTION)
     app.add_middleware(AccessLog, position=MiddlewarePosition.BEFORE_EXCEPTION,
-                       templates={op: path for op, (path, _) in operations.items()})
+                       templates={op: path for op, (path, _) in operations.items()},
+                       documents=DOCUMENT_PATHS)
     if settings.gzip_level:
         app.add_middleware(Compression, position=MiddlewarePosition.BEFORE_EXCEPTION,
                            level=settings.gzip_level, max_bytes=settings.list_cache_bytes)

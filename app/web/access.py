@@ -67,9 +67,13 @@ def _new_id() -> str:
 class AccessLog:
     """Outermost middleware: the request id, and one access line per request."""
 
-    def __init__(self, app: ASGIApp, *, templates: dict[str, str]) -> None:
+    def __init__(self, app: ASGIApp, *, templates: dict[str, str],
+                 documents: tuple[str, ...] = ()) -> None:
         self.app = app
         self.templates = templates  # resolved operation id -> "/v1/store/orders/{orderId}"
+        # What Connexion serves outside the operations ("/v1/openapi.json", "/v1/ui"):
+        # labelled by their own path, not "(no route)", which reads as a routing fault.
+        self.documents = documents
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -101,8 +105,17 @@ class AccessLog:
         finally:
             self._log(scope, status, time.perf_counter() - started)
 
+    def _template(self, scope: Scope) -> str:
+        """The operation's path template, a document's path, or "(no route)"."""
+        template = self.templates.get(routed_operation(scope) or "")
+        if template is not None:
+            return template
+        path = scope["path"]
+        return next((served for served in self.documents if path.startswith(served)),
+                    "(no route)")
+
     def _log(self, scope: Scope, status: int, seconds: float) -> None:
-        template = self.templates.get(routed_operation(scope) or "", "(no route)")
+        template = self._template(scope)
         metrics.observe_request(scope["method"], template, status, seconds)
         log.info(
             "%s %s %d", scope["method"], template, status,

@@ -3,7 +3,9 @@
 Everything comes from the PETSTORE_* settings, so the service is configured in one place.
 """
 
+import atexit
 import gc
+import os
 from typing import Any
 
 from app.core import metrics
@@ -29,8 +31,20 @@ logconfig_dict = gunicorn_logconfig(settings)
 
 
 def child_exit(server: Any, worker: Any) -> None:
-    """Drop a dead worker's share of the multiprocess metrics."""
+    """Retire a dead worker's live gauges from the multiprocess metrics (issue 19)."""
     metrics.worker_exited(worker.pid)
+
+
+def _master_exits(master: int = os.getpid()) -> None:
+    # Forked workers inherit this handler; only the master's exit removes the folder.
+    if os.getpid() == master:
+        metrics.remove_folder_made_for_this_run()
+
+
+# atexit rather than gunicorn's on_exit hook: it runs too when the master gives up before
+# its hooks are set up (an address already in use), as well as after SIGTERM, SIGINT and a
+# worker that failed to boot.
+atexit.register(_master_exits)
 
 
 def post_worker_init(worker: Any) -> None:
@@ -44,3 +58,4 @@ def post_worker_init(worker: Any) -> None:
     still collected as before."""
     gc.collect()
     gc.freeze()
+    metrics.worker_started()

@@ -66,3 +66,21 @@ def test_metrics_do_not_spend_quota(client: Any) -> None:
     for _ in range(65):
         client.get("/metrics")
     assert client.get(LIST).headers["x-ratelimit-remaining"] == "59"
+
+
+def test_the_documents_and_their_uis_are_labelled_by_their_own_paths(
+    settings: Settings, store: Store
+) -> None:
+    """Issue 19: they were counted as path="(no route)" with status 200."""
+    with create_app(settings.replace(metrics_allow="*")).test_client() as client:
+        for path in ("/v1/openapi.json", "/v1/ui/", "/v2/openapi.json", "/v2/ui/"):
+            assert client.get(path).status_code == 200, path
+        assert_error(client.get("/v3/store/orders"), 404, "not_found")
+        text = client.get("/metrics").text
+    for path in ("/v1/openapi.json", "/v1/ui", "/v2/openapi.json", "/v2/ui"):
+        assert sample(text, "petstore_requests_total", method="GET", path=path,
+                      status="200") >= 1, path
+    unrouted = re.findall(r'^petstore_requests_total\{[^}]*path="\(no route\)"[^}]*\}', text,
+                          re.M)
+    assert unrouted, "the unknown path is still counted as (no route)"
+    assert not [line for line in unrouted if re.search(r'status="2\d\d"', line)], unrouted

@@ -169,8 +169,9 @@ class Store(Protocol):
         here already, or twice among them."""
         ...
 
-    def backup(self, target: str, progress: Callable[[int, int], None] | None = None) -> None:
-        """Copy the live database to target, consistent even while others write."""
+    def backup(self, target: str, progress: Callable[[str], None] | None = None) -> None:
+        """Copy the live database to target, consistent even while others write; progress,
+        if given, gets a line now and then that says how far the copy is."""
         ...
 
     def check(self) -> dict[str, str]:

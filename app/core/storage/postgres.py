@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -287,10 +288,12 @@ class PostgresStore(SqlStore):
         self.pool.close()
 
     @_translate_errors
-    def backup(self, target: str, progress: Callable[[int, int], None] | None = None) -> None:
+    def backup(self, target: str, progress: Callable[[str], None] | None = None) -> None:
         """Copy the live database to target with pg_dump (custom format, for pg_restore):
         one consistent snapshot even while the service writes. The password goes to
-        pg_dump through its environment, never its command line."""
+        pg_dump through its environment, never its command line. progress gets pg_dump's
+        --verbose lines, condensed: when it starts reading the schema, and each table as
+        its rows are dumped."""
         pg_dump = shutil.which("pg_dump")
         if pg_dump is None:
             raise StoreUnavailable("PostgreSQL: pg_dump is not installed (postgresql-client)")
@@ -298,13 +301,21 @@ class PostgresStore(SqlStore):
         env = dict(os.environ)
         if "password" in params:
             env["PGPASSWORD"] = str(params.pop("password"))
-        result = subprocess.run(
-            [pg_dump, "--format=custom", "--no-owner", f"--file={target}",
+        said: list[str] = []
+        with subprocess.Popen(
+            [pg_dump, "--format=custom", "--no-owner", "--verbose", f"--file={target}",
              f"--dbname={pq_conninfo.make_conninfo(**params)}"],
-            env=env, capture_output=True, text=True, check=False,
-        )
-        if result.returncode != 0:
-            raise StoreUnavailable(f"PostgreSQL: pg_dump failed: {result.stderr.strip()}")
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        ) as process:
+            assert process.stderr is not None
+            for line in process.stderr:
+                said.append(line.rstrip())
+                condensed = _condensed(line)
+                if progress is not None and condensed is not None:
+                    progress(condensed)
+        if process.returncode != 0:
+            errors = [line for line in said if "error" in line.lower()] or said[-1:]
+            raise StoreUnavailable(f"PostgreSQL: pg_dump failed: {' '.join(errors).strip()}")
 
     @_translate_errors
     def check(self) -> dict[str, str]:
@@ -523,6 +534,17 @@ class PostgresStore(SqlStore):
         except pq_errors.UniqueViolation as exc:
             raise DuplicateKey(f"A key's id or digest exists already ({_first_line(exc)}).") \
                 from None
+
+
+DUMPING_TABLE = re.compile(r'dumping contents of table "?([^"\s]+)"?')
+
+
+def _condensed(line: str) -> str | None:
+    """The lines of pg_dump --verbose worth showing a person: the start, and each table."""
+    if "reading extensions" in line:
+        return "pg_dump: reading the schema..."
+    table = DUMPING_TABLE.search(line)
+    return f"pg_dump: dumping table {table.group(1)}" if table else None
 
 
 def _insert_all(conn: psycopg.Connection[Any], sql: str, rows: Iterable[tuple[Any, ...]]) -> None:

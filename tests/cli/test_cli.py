@@ -302,3 +302,19 @@ def test_postgres_commands_never_print_the_password(postgres_database: str) -> N
     assert failed.exit_code == 1
     assert "cannot open the database" in failed.output and ":***@" in failed.output
     assert "hunter2" not in failed.output
+
+
+def test_a_postgresql_backup_shows_that_it_is_working(postgres_database: str,
+                                                       tmp_path: Path) -> None:
+    """Issue 19: pg_dump's --verbose lines, condensed: the schema, then each table."""
+    env = {"PETSTORE_DATABASE": postgres_database}
+    assert CliRunner().invoke(main, ["init", "--demo"], env=env).exit_code == 0
+    result = CliRunner().invoke(main, ["backup", str(tmp_path / "copy.dump")], env=env)
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("Backing up postgresql://")
+    assert "pg_dump: reading the schema..." in lines
+    for table in ("api_keys", "orders", "pets"):
+        assert f"pg_dump: dumping table public.{table}" in lines
+    assert lines[-1].startswith("Backed up") and "6 orders" in lines[-1]
+    assert (tmp_path / "copy.dump").stat().st_size > 0

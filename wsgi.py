@@ -1,4 +1,5 @@
-"""The ASGI app gunicorn serves: `gunicorn -k uvicorn_worker.UvicornWorker wsgi:app`."""
+"""The ASGI app gunicorn serves: `gunicorn -c app/web/gunicorn_conf.py wsgi:app` (as
+`petstore serve` does; its worker is app/web/worker.py)."""
 
 from app.web import create_app
 

@@ -24,11 +24,10 @@ from pathlib import Path
 from bench.harness import Load, free_port, median_load, say, server, table, wrk
 
 PETSTORE = [sys.executable, "-m", "app.cli"]
-# The service's own gunicorn settings (as `petstore serve` runs it), one worker.
+# The service's own gunicorn settings and worker (as `petstore serve` runs it), one worker.
 SERVICE_CONFIG = "app/web/gunicorn_conf.py"
-GUNICORN = [sys.executable, "-m", "gunicorn", "--config", SERVICE_CONFIG, "--worker-class",
-            "uvicorn_worker.UvicornWorker", "--workers", "1", "--no-control-socket",
-            "--log-level", "warning"]
+GUNICORN = [sys.executable, "-m", "gunicorn", "--config", SERVICE_CONFIG, "--workers", "1",
+            "--no-control-socket", "--log-level", "warning"]
 LIST = "/v1/store/orders"
 HUGE = str(10**9)
 NO_LAST_USE = "quotas on, memory://, last use not recorded"

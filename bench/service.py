@@ -96,7 +96,8 @@ def _service(tree: Path) -> list[str]:
     for config in (SERVICE_CONFIG, "app/gunicorn_conf.py"):
         if (tree / config).exists():
             return [GUNICORN[0], *(config if a == SERVICE_CONFIG else a for a in GUNICORN[1:])]
-    return [a for a in GUNICORN if a not in ("--config", SERVICE_CONFIG)]
+    return [*(a for a in GUNICORN if a not in ("--config", SERVICE_CONFIG)),
+            "--worker-class", "uvicorn_worker.UvicornWorker"]
 
 
 def main() -> None:

@@ -125,11 +125,6 @@ class Keyring:
             self.last_used.seen(result.key.id, now)
         return result
 
-    def lookup(self, secret: str) -> ApiKey | None:
-        """The key this secret opens now, or None (unknown, revoked, expired, or a rotated
-        secret past its grace)."""
-        return self.check(secret).key
-
     def forget(self, secret: str) -> None:
         """Drop what the cache holds for this key, so the next lookup reads the database."""
         if self._cache is not None:

@@ -80,7 +80,10 @@ def measure(scenarios: dict[str, dict[str, Any]], runs: int,
         processes = plan["processes"]
         results[name] = {who: [] for who in targets}
         for run in range(1, runs + 1):
-            for who, (url, headers, script) in targets.items():
+            # Every other round in reverse order, so that no server always runs right after
+            # the same other one, or first or last in a round (this machine drifts).
+            turns = list(targets.items())
+            for who, (url, headers, script) in turns if run % 2 else reversed(turns):
                 load = wrk(url, headers, seconds, connections=plan.get("connections", 10),
                            script=script() if callable(script) else script,
                            process=processes[who], pin=plan.get("pin", True))

@@ -52,7 +52,7 @@ def test_serve_removes_it_too_when_the_start_fails(tmp_path: Path) -> None:
     with socket.socket() as taken:  # the address is in use: gunicorn's master gives up
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        address = "127.0.0.1:%d" % taken.getsockname()[1]
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
         done = subprocess.run([*PETSTORE, "serve", "--bind", address], env=environ,
                               capture_output=True, text=True, timeout=60)
     assert done.returncode != 0

@@ -139,7 +139,10 @@ def serving(folder: Path, *serve_args: str, environ: dict[str, str] | None = Non
     SIGKILL) when the block ends, unless it has stopped already. With own_group it leads a
     process group of its own, as a server started from a terminal does (Ctrl-C there is
     SIGINT to the whole group)."""
-    env = {**os.environ, "PETSTORE_DATABASE": str(folder / "petstore.db"), **(environ or {})}
+    # Its temporary files (the metrics folder) in folder too: a test that kills the server
+    # with SIGKILL leaves nothing in the machine's temporary folder.
+    env = {**os.environ, "PETSTORE_DATABASE": str(folder / "petstore.db"), "TMPDIR": str(folder),
+           **(environ or {})}
     env.update({f"PETSTORE_{name.upper()}": value for name, value in settings.items()})
     subprocess.run([*PETSTORE, "init"], env=env, capture_output=True, check=True)
     port = free_port()

@@ -45,7 +45,7 @@ class InvalidKeyValue(PetstoreError):
 @dataclass(frozen=True)
 class KeyCheck:
     """What a secret is worth now: the key it opens (None if it opens nothing), and whether
-    it would open one but for the key's expiry (401 api_key_expired, not invalid_api_key)."""
+    it would open one but for the key's expiry (so that the edge can say it expired)."""
 
     key: ApiKey | None
     expired: bool = False

@@ -23,9 +23,9 @@ from typing import Any
 from cachetools import TTLCache
 
 from app.core.errors import PetstoreError
-from app.core.orders import format_time
+from app.core.orders import InvalidOrder, format_time, parse_time
 from app.core.storage import Store
-from app.core.storage.records import PLANS, SCOPES, ApiKey
+from app.core.storage.records import KEY_FIELDS, PLANS, SCOPES, ApiKey
 
 log = logging.getLogger("petstore.keys")
 
@@ -158,7 +158,7 @@ class LastUsed:
             return
         with self._lock:
             self._due[key_id] = now + self.every
-            self._pending[key_id] = format_time(dt.datetime.fromtimestamp(now, dt.UTC))
+            self._pending[key_id] = unix_time_text(now)
         if self._pid != os.getpid():
             self._pid = os.getpid()
             threading.Thread(target=self._run, name="petstore-last-used", daemon=True).start()
@@ -203,8 +203,7 @@ def expiry(expires_in: str | None, expires_at: str | None, now: float) -> str | 
     if expires_in is not None and expires_at is not None:
         raise InvalidKeyValue("give --expires-in or --expires-at, not both")
     if expires_in is not None:
-        moment = dt.datetime.fromtimestamp(now + parse_duration(expires_in), dt.UTC)
-        return format_time(moment)
+        return unix_time_text(now + parse_duration(expires_in))
     if expires_at is not None:
         return stored_time(expires_at, "--expires-at")
     return None
@@ -213,13 +212,14 @@ def expiry(expires_in: str | None, expires_at: str | None, now: float) -> str | 
 def stored_time(text: str, name: str) -> str:
     """A date-time with an offset, as times are stored (UTC, whole seconds, Z)."""
     try:
-        moment = dt.datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise InvalidKeyValue(f"{name} must be an ISO 8601 date-time such as "
-                              f"2027-03-01T00:00:00Z, got {text!r}") from None
-    if moment.tzinfo is None:
-        raise InvalidKeyValue(f"{name} needs a time-zone offset (Z or +01:00), got {text!r}")
-    return format_time(moment)
+        return parse_time(text, name)
+    except InvalidOrder as exc:
+        raise InvalidKeyValue(str(exc)) from None
+
+
+def unix_time_text(seconds: float) -> str:
+    """A Unix time as times are stored (UTC, whole seconds, Z)."""
+    return format_time(dt.datetime.fromtimestamp(seconds, dt.UTC))
 
 
 def rotation(store: Store, key_id: int, grace_seconds: float,
@@ -227,15 +227,13 @@ def rotation(store: Store, key_id: int, grace_seconds: float,
     """Give the key a new secret; the old one works for grace_seconds more. Returns the
     new secret (shown once) and the key as it is now (None: no such key)."""
     new = generate_key()
-    until = format_time(dt.datetime.fromtimestamp(now + grace_seconds, dt.UTC))
-    return new.secret, store.rotate_key(key_id, new.digest, new.prefix, until)
+    return new.secret, store.rotate_key(key_id, new.digest, new.prefix,
+                                        unix_time_text(now + grace_seconds))
 
 
 # export and import ------------------------------------------------------------------------
 
-EXPORTED = ("id", "prefix", "name", "plan", "per_minute", "per_day", "created_at",
-            "revoked_at", "banned_until", "expires_at", "scope", "last_used_at", "digest",
-            "previous_digest", "previous_until")
+EXPORTED = KEY_FIELDS
 HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
@@ -253,8 +251,8 @@ def key_from_export(row: dict[str, Any]) -> ApiKey:
     unknown = sorted(set(row) - set(EXPORTED))
     if unknown:
         raise InvalidKeyValue(f"unknown field(s) {', '.join(unknown)}")
-    for field in ("id", "prefix", "name", "plan", "created_at", "digest"):
-        if values[field] is None and field != "name":
+    for field in ("id", "prefix", "plan", "created_at", "digest"):
+        if values[field] is None:
             raise InvalidKeyValue(f"{field} is missing")
     for field in ("id", "per_minute", "per_day"):
         if values[field] is not None:

@@ -14,7 +14,7 @@ from app.core.logs import gunicorn_logconfig
 
 settings = Settings.from_env()
 
-worker_class = "app.web.worker.Worker"  # uvicorn on the asyncio loop (worker.py)
+worker_class = "app.web.worker.Worker"  # uvicorn's, accepting every waiting connection
 bind = settings.bind
 workers = settings.workers
 # A worker silent this long is restarted; requests in flight at SIGTERM get

@@ -16,7 +16,6 @@ The ban is written on the key in the database, so every worker and the CLI see i
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import math
 import time
@@ -28,8 +27,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.core import metrics
 from app.core.config import Settings, SettingsError
 from app.core.errors import StoreUnavailable
-from app.core.keys import NO_KEY, Keyring
-from app.core.orders import format_time
+from app.core.keys import NO_KEY, Keyring, unix_time_text
 from app.core.quotas.counters import LimitsCounter, Quotas, QuotaStorageDown, Verdict, Window
 from app.core.quotas.plans import Plan, plan_of
 from app.core.storage import Store
@@ -62,12 +60,6 @@ def rate_limit_headers(verdict: Verdict, now: float) -> list[tuple[bytes, bytes]
         (b"ratelimit-policy", _policy(tuple((w.name, w.limit, w.seconds) for w in windows))),
         (b"ratelimit", state),
     ]
-
-
-def _ban_ends(key: ApiKey) -> float | None:
-    if key.banned_until is None:
-        return None
-    return dt.datetime.fromisoformat(key.banned_until.replace("Z", "+00:00")).timestamp()
 
 
 # middleware -----------------------------------------------------------------------------
@@ -136,7 +128,7 @@ class RateLimitMiddleware:
 
         now = time.time()
         try:
-            ban_ends = _ban_ends(key) if key is not None else None
+            ban_ends = key.ban_ends if key is not None else None
             if ban_ends is not None and ban_ends > now:
                 verdict = await self.quotas.run(lambda c: c.peek(subject, plan))
                 await self._banned(send, verdict, ban_ends, now)
@@ -167,12 +159,11 @@ class RateLimitMiddleware:
             )
             if bans:
                 until = now + self.settings.ban_seconds
-                banned = dt.datetime.fromtimestamp(until, dt.UTC)
-                await run_in_threadpool(self.store.ban_key, key.id, format_time(banned))
+                banned = unix_time_text(until)
+                await run_in_threadpool(self.store.ban_key, key.id, banned)
                 self.keyring.forget(token)
                 metrics.BANS.inc()
-                log.warning("key %d banned until %s after repeated 429s", key.id,
-                            format_time(banned))
+                log.warning("key %d banned until %s after repeated 429s", key.id, banned)
                 await self._banned(send, verdict, until, now)
                 return
         await _refuse_with(

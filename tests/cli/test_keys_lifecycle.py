@@ -58,6 +58,8 @@ def test_create_with_a_scope_and_an_expiry_and_change_them(db: Path) -> None:
 def test_bad_expiries_and_scopes_are_usage_errors_naming_the_option(db: Path) -> None:
     for args, words in ((["--expires-in", "ninety days"], "not a duration"),
                         (["--expires-at", "2027-03-01T00:00:00"], "time-zone offset"),
+                        # the calendar's edge: before the year 1 once in UTC
+                        (["--expires-at", "0001-01-01T00:00:00+01:00"], "between the years"),
                         (["--expires-in", "1d", "--expires-at", "2027-03-01T00:00:00Z"],
                          "not both"),
                         (["--scope", "admin"], "admin")):

@@ -517,12 +517,10 @@ class PostgresStore(SqlStore):
 
     @_translate_errors
     def _insert_keys(self, keys: Sequence[ApiKey]) -> None:
-        marks = ", ".join(["%s"] * len(key_values(keys[0])))
-
         def work(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
             with conn.transaction():
                 with conn.cursor() as cursor:
-                    cursor.executemany(f"INSERT INTO api_keys ({KEY_COLUMNS}) VALUES ({marks})",
+                    cursor.executemany(self._insert_key_statement,
                                        [key_values(key) for key in keys])
                 # Ids given explicitly do not move the identity's sequence: move it past
                 # them, or the next key created here would take an imported id.

@@ -3,6 +3,7 @@ write, and the closed lists (statuses, plans) the schema enforces."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 from dataclasses import dataclass
@@ -56,6 +57,15 @@ class ApiKey:
     def previous_ends(self) -> float | None:
         """previous_until as a Unix time: when the secret before the last rotation stops."""
         return _timestamp(self.previous_until)
+
+    @functools.cached_property
+    def ban_ends(self) -> float | None:
+        """banned_until as a Unix time."""
+        return _timestamp(self.banned_until)
+
+
+# A key's fields, in the order the stores read and write them and `keys export` writes them.
+KEY_FIELDS = tuple(field.name for field in dataclasses.fields(ApiKey))
 
 
 @dataclass(frozen=True)

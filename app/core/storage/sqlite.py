@@ -21,7 +21,6 @@ import sqlite_utils
 from app.core.errors import DuplicateKey, DuplicateOrder, DuplicatePet, StoreUnavailable
 from app.core.storage.records import ApiKey, Transition
 from app.core.storage.statements import (
-    KEY_COLUMNS,
     KEY_LIFECYCLE,
     LIST_INDEXES,
     SqlStore,
@@ -394,10 +393,9 @@ class SQLiteStore(SqlStore):
 
     @_translate_errors
     def _insert_keys(self, keys: Sequence[ApiKey]) -> None:
-        marks = ", ".join("?" * len(key_values(keys[0])))
         with self._write() as db:
             try:
-                db.conn.executemany(f"INSERT INTO api_keys ({KEY_COLUMNS}) VALUES ({marks})",
+                db.conn.executemany(self._insert_key_statement,
                                     [key_values(key) for key in keys])
             except sqlite3.IntegrityError as exc:
                 if "UNIQUE" not in str(exc):

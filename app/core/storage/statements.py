@@ -16,13 +16,17 @@ from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 from app.core.errors import DuplicateKey
-from app.core.storage.records import ORDER_STATUSES, ApiKey, OrderQuery, Position, Transition
+from app.core.storage.records import (
+    KEY_FIELDS,
+    ORDER_STATUSES,
+    ApiKey,
+    OrderQuery,
+    Position,
+    Transition,
+)
 
 ORDER_COLUMNS = "id, pet_id, quantity, ship_date, complete, status"
-# In ApiKey's order.
-KEY_COLUMNS = ("id, prefix, name, plan, per_minute, per_day, created_at, revoked_at, "
-               "banned_until, expires_at, scope, last_used_at, digest, previous_digest, "
-               "previous_until")
+KEY_COLUMNS = ", ".join(KEY_FIELDS)  # ApiKey(*row) for a row of them
 # D21's key lifecycle (migration 6 of both stores): expiry, scope, last use, and the secret
 # a rotation replaced, kept until its grace ends and looked up like the current one.
 KEY_LIFECYCLE = (
@@ -34,9 +38,6 @@ KEY_LIFECYCLE = (
     "ALTER TABLE api_keys ADD COLUMN previous_until TEXT",
     "CREATE UNIQUE INDEX idx_api_keys_previous_digest ON api_keys (previous_digest)",
 )
-# A key as `keys export` writes it and `keys import` reads it: every column but none of a
-# secret, which is never stored.
-KEY_EXPORT_COLUMNS = tuple(c.strip() for c in KEY_COLUMNS.split(","))
 # The v2 list's indexes (migration 5 of both stores): one for each filter and sort, each
 # ending with the id, the tie-break of every sort, so that a page is one index range. The
 # orders without a shipDate, last in both shipDate sorts, have a partial index of their
@@ -53,7 +54,7 @@ LIST_INDEXES = (
 
 def key_values(key: ApiKey) -> tuple[Any, ...]:
     """A key's values in the order of KEY_COLUMNS, for an INSERT."""
-    return tuple(getattr(key, column) for column in KEY_EXPORT_COLUMNS)
+    return tuple(getattr(key, field) for field in KEY_FIELDS)
 
 
 def _shown(value: Any) -> str:
@@ -104,10 +105,16 @@ class SqlStore:
         raise NotImplementedError
 
     def _insert_keys(self, keys: Sequence[ApiKey]) -> None:
-        """Insert the keys with their ids in one transaction (all or nothing), so that the
-        ids the store gives later follow them; a unique index refusing one raises
-        DuplicateKey."""
+        """Insert the keys with their ids (_insert_key_statement) in one transaction, all
+        or nothing, so that the ids the store gives later follow them; a unique index
+        refusing one raises DuplicateKey."""
         raise NotImplementedError
+
+    @property
+    def _insert_key_statement(self) -> str:
+        """An INSERT of one key with every column, its id included."""
+        return (f"INSERT INTO api_keys ({KEY_COLUMNS}) "
+                f"VALUES ({', '.join([self.PARAM] * len(KEY_FIELDS))})")
 
     def _page(self, conn: Any, after: int, size: int) -> tuple[str, int] | None:
         """On conn, the JSON of up to size orders whose ids follow after, comma-separated,

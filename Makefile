@@ -34,7 +34,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 SPECTRAL := tools/spectral/node_modules/.bin/spectral
-OPENAPI := $(wildcard openapi/*.yaml)
+OPENAPI := $(wildcard openapi/*.yaml openapi/released/*.yaml)
 
 ## lint: ruff, mypy, the import-linter contracts (pyproject.toml), and the OpenAPI documents
 ## (openapi-spec-validator and Spectral)

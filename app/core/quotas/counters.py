@@ -446,13 +446,17 @@ class Quotas:
         if self._down_since is None or now >= self._retry_at:
             try:
                 result = await action(self.primary)
-            except StorageError as exc:
+            # Any failure, not only limits' StorageError: a Redis client whose connection
+            # was closed under it raised RuntimeError from asyncio's transport (issue 24),
+            # and one request must never be a 500 for the way a client library fails.
+            except Exception as exc:
+                cause = exc.storage_error if isinstance(exc, StorageError) else exc
                 metrics.QUOTA_STORAGE_ERRORS.inc()
                 if self._down_since is None:
                     self._down_since = now
                     log.warning(
-                        "quota storage failed (%s); %s until it answers again",
-                        type(exc.storage_error).__name__,
+                        "quota storage failed (%s: %s); %s until it answers again",
+                        type(cause).__name__, cause,
                         "answering 503" if self.fail_closed else "counting in process memory",
                     )
                 self._retry_at = now + RETRY_PRIMARY_AFTER

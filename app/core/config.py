@@ -7,6 +7,7 @@ tests/test_docs.py checks that it does (after datasette's DEFAULT_SETTINGS).
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -106,6 +107,60 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _log_level(text: str) -> str:
+    level = text.strip().lower()
+    if level not in LOG_LEVELS:
+        raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
+    return level
+
+
+def _bind(text: str) -> str:
+    """gunicorn's forms: HOST:PORT, [IPv6]:PORT, or unix:PATH."""
+    if text.startswith("unix:"):
+        if len(text) == len("unix:"):
+            raise ValueError("unix: needs a socket path, as in unix:/run/petstore.sock")
+        return text
+    host, colon, port = text.rpartition(":")
+    if not colon or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError("must be HOST:PORT (127.0.0.1:8080, [::1]:8080, 0.0.0.0:80) or "
+                         "unix:PATH, with a port from 0 to 65535")
+    if host.startswith("["):
+        if not host.endswith("]"):
+            raise ValueError("an IPv6 address is written in brackets, as in [::1]:8080")
+        ipaddress.IPv6Address(host[1:-1])
+    return text
+
+
+def _networks(text: str) -> str:
+    """Comma-separated addresses or networks (10.0.0.0/8), or *."""
+    for entry in (entry.strip() for entry in text.split(",")):
+        if entry and entry != "*":
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an address or a network (such as "
+                                 "10.0.0.0/8); list them comma-separated, or use *") from None
+    return text
+
+
+def _origins(text: str) -> str:
+    """Comma-separated origins (scheme://host[:port], no path), or *."""
+    for entry in (entry.strip() for entry in text.split(",")):
+        if entry and entry != "*" and not re.fullmatch(r"https?://[^/\s?#]+", entry):
+            raise ValueError(f"{entry!r} is not an origin: write scheme://host[:port], as "
+                             "in https://shop.example.com, with no path")
+    return text
+
+
+def _storage(text: str) -> str:
+    if "://" not in text:
+        raise ValueError("must be a storage URL: memory:// or redis://host:6379/0")
+    return text
+
+
 @dataclass(frozen=True)
 class Setting:
     """One configurable value: its name without the PETSTORE_ prefix, default and help."""
@@ -160,7 +215,8 @@ SETTINGS: tuple[Setting, ...] = (
         "each worker writes it at most once a minute per key, off the request's path.",
         _boolean,
     ),
-    Setting("BIND", "127.0.0.1:8080", "Address `petstore serve` listens on."),
+    Setting("BIND", "127.0.0.1:8080",
+            "Address `petstore serve` listens on: HOST:PORT, [IPv6]:PORT or unix:PATH.", _bind),
     Setting("WORKERS", "1", "Number of gunicorn worker processes for `petstore serve`.",
             _positive_int),
     Setting(
@@ -169,7 +225,7 @@ SETTINGS: tuple[Setting, ...] = (
         "Seconds that requests in flight get to finish after SIGTERM before workers stop.",
         _positive_int,
     ),
-    Setting("LOG_LEVEL", "info", "Log level: debug, info, warning or error."),
+    Setting("LOG_LEVEL", "info", "Log level: debug, info, warning or error.", _log_level),
     Setting("LOG_FORMAT", "json", "Log lines as json (one object a line) or text.",
             _log_format),
     Setting(
@@ -177,18 +233,21 @@ SETTINGS: tuple[Setting, ...] = (
         "127.0.0.1,::1",
         "Proxies trusted to set the client address through X-Forwarded-For (comma-separated "
         "addresses, or * for any); handed to the uvicorn worker.",
+        _networks,
     ),
     Setting(
         "CORS_ORIGINS",
         "",
         "Origins allowed to call the API from a browser (comma-separated, or *); empty "
         "turns CORS off.",
+        _origins,
     ),
     Setting("METRICS_ENABLED", "true", "Serve Prometheus metrics at /metrics.", _boolean),
     Setting(
         "METRICS_ALLOW",
         "127.0.0.1,::1",
         "Addresses or networks (comma-separated, or *) that /metrics answers; others get 404.",
+        _networks,
     ),
     Setting(
         "RATELIMIT_ENABLED",
@@ -201,6 +260,7 @@ SETTINGS: tuple[Setting, ...] = (
         "memory://",
         "Where quota counters live: memory:// (one process) or redis://host:6379/0 (also "
         "redis+sentinel://, redis+cluster://, and the other storages of the limits library).",
+        _storage,
     ),
     Setting(
         "ANONYMOUS_PLAN",

@@ -25,7 +25,7 @@ from connexion.options import SwaggerUIOptions
 from app.core.config import Settings
 from app.core.logs import configure_logging
 from app.core.quotas.counters import Quotas
-from app.core.quotas.plans import load_plans
+from app.core.quotas.plans import anonymous_plan, load_plans
 from app.core.services import Services, open_services
 from app.web import connexion_internals as internals
 from app.web.access import AccessLog, DecidedHeaders
@@ -125,13 +125,17 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
         app.add_middleware(Compression, position=MiddlewarePosition.BEFORE_EXCEPTION,
                            level=settings.gzip_level, max_bytes=settings.list_cache_bytes)
     if settings.ratelimit_enabled:
+        # Built here, not at the first request as Connexion builds its middlewares, so that
+        # a setting they refuse stops the worker at start, naming the setting.
+        plans = load_plans(OPENAPI_DIR / API_SPEC)
+        anonymous_plan(settings, plans)
         app.add_middleware(
             RateLimitMiddleware,
             position=MiddlewarePosition.BEFORE_EXCEPTION,
             settings=settings,
             store=store,
             keyring=services.keyring,
-            plans=load_plans(OPENAPI_DIR / API_SPEC),
+            plans=plans,
             quotas=Quotas(settings),
             exempt_prefixes=UNMETERED_PREFIXES,
         )

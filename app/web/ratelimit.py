@@ -25,11 +25,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.core import metrics
-from app.core.config import Settings, SettingsError
+from app.core.config import Settings
 from app.core.errors import StoreUnavailable
 from app.core.keys import NO_KEY, Keyring, unix_time_text
 from app.core.quotas.counters import LimitsCounter, Quotas, QuotaStorageDown, Verdict, Window
-from app.core.quotas.plans import Plan, plan_of
+from app.core.quotas.plans import Plan, anonymous_plan, plan_of
 from app.core.storage import Store
 from app.core.storage.records import ApiKey
 from app.web.access import decide_headers
@@ -91,13 +91,8 @@ class RateLimitMiddleware:
         self.plans = plans
         self.quotas = quotas
         self.exempt_prefixes = exempt_prefixes
-        if settings.anonymous_plan not in plans:
-            raise SettingsError(
-                f"PETSTORE_ANONYMOUS_PLAN={settings.anonymous_plan!r} is not a plan of "
-                f"x-plans ({', '.join(plans)})"
-            )
         # D9: requests without a valid key count per address, by default with Free's numbers.
-        self.anonymous = plans[settings.anonymous_plan]
+        self.anonymous = anonymous_plan(settings, plans)
 
     def _exempt(self, scope: Scope) -> bool:
         if scope["path"].startswith(self.exempt_prefixes):

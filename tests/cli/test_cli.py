@@ -204,11 +204,27 @@ def test_orders_list_takes_v2s_filters_and_sorts(db: Path) -> None:
         assert "Traceback" not in refused.output
 
 
-def test_a_bad_setting_is_a_usage_error_not_a_traceback(db: Path) -> None:
-    env = {"PETSTORE_DATABASE": str(db), "PETSTORE_BUSY_TIMEOUT_MS": "5000"}
-    result = CliRunner().invoke(main, ["keys", "list"], env=env)
-    assert result.exit_code == 2
-    assert "PETSTORE_BUSY_TIMEOUT_MS" in result.stderr and "Traceback" not in result.output
+BAD_SETTINGS = [
+    ("BUSY_TIMEOUT_MS", "5000"),
+    ("LOG_LEVEL", "verbose"),  # once passed the check and failed later in logging
+    ("BIND", "localhost"),
+    ("BIND", "127.0.0.1:99999"),
+    ("METRICS_ALLOW", "10.0.0.0/8,intranet"),
+    ("FORWARDED_ALLOW_IPS", "proxy.local"),
+    ("CORS_ORIGINS", "https://shop.example.com/app"),
+    ("RATELIMIT_STORAGE", "redis"),
+    ("WORKERS", "0"),
+]
+
+
+@pytest.mark.parametrize(("name", "value"), BAD_SETTINGS)
+def test_a_bad_setting_is_a_usage_error_not_a_traceback(db: Path, name: str,
+                                                         value: str) -> None:
+    env = {"PETSTORE_DATABASE": str(db), f"PETSTORE_{name}": value}
+    for command in (["keys", "list"], ["serve"]):
+        result = CliRunner().invoke(main, command, env=env)
+        assert result.exit_code == 2, result.output
+        assert f"PETSTORE_{name}" in result.stderr and "Traceback" not in result.output
 
 
 def test_set_plan_moves_a_key_and_checks_enterprise_numbers(db: Path) -> None:

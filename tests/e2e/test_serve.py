@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.support import Server, serving
+from tests.support import PETSTORE, Server, free_port, serving
 
 pytestmark = pytest.mark.slow
 
@@ -102,3 +105,17 @@ def test_every_line_of_the_server_log_is_json_of_one_shape(server: tuple[Server,
         assert "color_message" not in line and "\x1b" not in text, line
         loggers.add(line["logger"].split(".")[0])
     assert {"petstore", "gunicorn", "uvicorn"} <= loggers, loggers
+
+
+@pytest.mark.parametrize(("name", "value"), [("ANONYMOUS_PLAN", "gold"),
+                                             ("RATELIMIT_STORAGE", "foo://host")])
+def test_a_setting_only_the_service_can_check_stops_it_at_start(
+        tmp_path: Path, name: str, value: str) -> None:
+    """The plans live in the document and the storages in the limits library: checked when
+    the worker builds the app, not at the first request, and named in the log."""
+    env = {**os.environ, "PETSTORE_DATABASE": str(tmp_path / "p.db"), "TMPDIR": str(tmp_path),
+           f"PETSTORE_{name}": value}
+    done = subprocess.run([*PETSTORE, "serve", "--bind", f"127.0.0.1:{free_port()}"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert f"PETSTORE_{name}" in done.stdout + done.stderr

@@ -25,13 +25,13 @@ from typing import Any, NamedTuple, TypeVar
 
 from limits import RateLimitItemPerDay, RateLimitItemPerMinute
 from limits.aio.storage import Storage as AsyncStorage
-from limits.errors import StorageError
+from limits.errors import ConfigurationError, StorageError
 from limits.storage import MemoryStorage, storage_from_string
 from redis import asyncio as redis_asyncio
 from redis.exceptions import RedisError
 
 from app.core import metrics
-from app.core.config import Settings, SettingsError
+from app.core.config import Settings, SettingsError, redacted
 from app.core.quotas.plans import Plan
 
 log = logging.getLogger("petstore.quotas")
@@ -403,13 +403,16 @@ def open_counter(settings: Settings) -> LimitsCounter:
     options = _storage_options(settings, plain)
     if "redis" in plain or "valkey" in plain:
         options["implementation"] = "redispy"
-    storage = storage_from_string("async+" + plain, **options)
+    try:
+        storage = storage_from_string("async+" + plain, **options)
+    except ConfigurationError as exc:  # an unknown scheme, or its client not installed
+        raise SettingsError(f"PETSTORE_RATELIMIT_STORAGE={redacted(uri)}: {exc}") from None
     assert isinstance(storage, AsyncStorage)
     if plain.startswith(("redis://", "rediss://")):
         return RedisCounter(storage, plain, settings.ratelimit_key_prefix)
     if not hasattr(storage, "acquire_entry") or not hasattr(storage, "get_sliding_window"):
         raise SettingsError(
-            f"PETSTORE_RATELIMIT_STORAGE={uri}: this storage supports neither moving nor "
+            f"PETSTORE_RATELIMIT_STORAGE={redacted(uri)}: this storage supports neither moving nor "
             "sliding windows; use memory://, redis:// (or Sentinel, Cluster) or mongodb://"
         )
     return LimitsCounter(storage)

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import yaml
 
+from app.core.config import Settings, SettingsError
 from app.core.storage.records import ApiKey
 
 
@@ -36,3 +37,13 @@ def plan_of(key: ApiKey, plans: dict[str, Plan]) -> Plan:
     if key.per_minute is not None and key.per_day is not None:
         return Plan(key.plan, key.per_minute, key.per_day)
     return plans[key.plan]
+
+
+def anonymous_plan(settings: Settings, plans: dict[str, Plan]) -> Plan:
+    """The plan of PETSTORE_ANONYMOUS_PLAN, which must be one of x-plans with numbers."""
+    if settings.anonymous_plan not in plans:
+        raise SettingsError(
+            f"PETSTORE_ANONYMOUS_PLAN={settings.anonymous_plan!r} is not a plan of "
+            f"x-plans ({', '.join(plans)})"
+        )
+    return plans[settings.anonymous_plan]

@@ -10,6 +10,7 @@ import csv
 import json
 import logging
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -661,6 +662,18 @@ def pets_list(as_json: bool) -> None:
 # serve ----------------------------------------------------------------------------------
 
 
+def _raise_open_files_limit() -> None:
+    """Every client connection is a file descriptor: raise the soft limit of open files to
+    the hard limit, which the workers inherit (each keeps its connection cap below it)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard:
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as exc:  # a hard limit of "unlimited" may not be settable
+        log.warning("open files limit left at %d (raising it to %s failed: %s)", soft, hard, exc)
+
+
 @main.command()
 @click.option("--bind", help="Address to listen on (default PETSTORE_BIND, 127.0.0.1:8080).")
 @click.option("--workers", type=click.IntRange(min=1), help="Worker processes (default 1).")
@@ -692,6 +705,7 @@ def serve(bind: str | None, workers: int | None) -> None:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
     # In the server's log, so in its shape (one JSON object a line, unless told text).
     configure_logging(settings)
+    _raise_open_files_limit()
     log.info("serving %s on http://%s/v1 with %d worker(s)", redacted(settings.database), bind,
              workers)
     config = Path(__file__).parent / "web" / "gunicorn_conf.py"

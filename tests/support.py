@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import http.client
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -133,12 +135,14 @@ def _wait_until_serving(port: int, process: subprocess.Popen[Any], log: Path) ->
 
 @contextmanager
 def serving(folder: Path, *serve_args: str, environ: dict[str, str] | None = None,
-            own_group: bool = False, **settings: str) -> Iterator[Server]:
+            own_group: bool = False, open_files: int | None = None,
+            **settings: str) -> Iterator[Server]:
     """`petstore serve` on a free port of 127.0.0.1 over a database in folder, with extra
     PETSTORE_* settings (and other variables in environ); stopped with SIGTERM (then
     SIGKILL) when the block ends, unless it has stopped already. With own_group it leads a
     process group of its own, as a server started from a terminal does (Ctrl-C there is
-    SIGINT to the whole group)."""
+    SIGINT to the whole group). With open_files, the server's limit of open files (soft and
+    hard) is that number."""
     # Its temporary files (the metrics folder) in folder too: a test that kills the server
     # with SIGKILL leaves nothing in the machine's temporary folder.
     env = {**os.environ, "PETSTORE_DATABASE": str(folder / "petstore.db"), "TMPDIR": str(folder),
@@ -152,6 +156,8 @@ def serving(folder: Path, *serve_args: str, environ: dict[str, str] | None = Non
         process = subprocess.Popen(
             [*PETSTORE, "serve", "--bind", f"127.0.0.1:{port}", *serve_args],
             env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=own_group,
+            preexec_fn=None if open_files is None else functools.partial(
+                resource.setrlimit, resource.RLIMIT_NOFILE, (open_files, open_files)),
         )
     try:
         _wait_until_serving(port, process, log)
@@ -270,3 +276,9 @@ class TcpProxy:
 
     def restore(self) -> None:
         self.start()
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) a process has used, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -100,6 +100,13 @@ def _gzip_level(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0 or value == float("inf"):
+        raise ValueError("must be a number of seconds above 0")
+    return value
+
+
 def _non_negative_float(text: str) -> float:
     value = float(text)
     if value < 0:
@@ -220,6 +227,34 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("WORKERS", "1", "Number of gunicorn worker processes for `petstore serve`.",
             _positive_int),
     Setting(
+        "HEAD_MAX_BYTES",
+        "16384",
+        "Largest request head (request line and headers) a worker reads; a larger one is "
+        "answered 431 and its connection closed (DESIGN.md D27).",
+        _positive_int,
+    ),
+    Setting(
+        "HEAD_TIMEOUT",
+        "10",
+        "Seconds a connection has to send a whole request head, from its opening or from "
+        "the previous answer; then it is closed.",
+        _positive_float,
+    ),
+    Setting(
+        "KEEPALIVE_TIMEOUT",
+        "5",
+        "Seconds a keep-alive connection may sit idle between requests before it is closed.",
+        _positive_int,
+    ),
+    Setting(
+        "MAX_CONNECTIONS",
+        "4096",
+        "Open connections per worker. At the cap a new connection pushes out the one that "
+        "has waited longest without a whole request head (or idled longest); never one "
+        "being answered. Lowered to what the open-files limit leaves.",
+        _positive_int,
+    ),
+    Setting(
         "GRACEFUL_TIMEOUT",
         "30",
         "Seconds that requests in flight get to finish after SIGTERM before workers stop.",
@@ -339,6 +374,10 @@ class Settings:
     key_last_used: bool = _default("KEY_LAST_USED")
     bind: str = _default("BIND")
     workers: int = _default("WORKERS")
+    head_max_bytes: int = _default("HEAD_MAX_BYTES")
+    head_timeout: float = _default("HEAD_TIMEOUT")
+    keepalive_timeout: int = _default("KEEPALIVE_TIMEOUT")
+    max_connections: int = _default("MAX_CONNECTIONS")
     graceful_timeout: int = _default("GRACEFUL_TIMEOUT")
     log_level: str = _default("LOG_LEVEL")
     log_format: str = _default("LOG_FORMAT")

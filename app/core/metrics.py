@@ -32,6 +32,12 @@ REFUSED = Counter("petstore_quota_refusals", "Requests refused with 429, by reas
 BANS = Counter("petstore_bans", "API keys banned for repeated requests after 429s.")
 QUOTA_STORAGE_ERRORS = Counter("petstore_quota_storage_errors",
                                "Failed calls to the quota storage (Redis).")
+CONNECTIONS_CLOSED = Counter(
+    "petstore_connections_closed", "Connections a worker closed to bound what one client "
+    "holds (DESIGN.md D27), by reason: head_timeout, head_too_large (431), evicted (pushed "
+    "out at the cap by a new one), refused (at the cap, with none to push out).", ["reason"])
+ACCEPT_FAILURES = Counter("petstore_accept_failures",
+                          "Failed accepts of a new connection (out of file descriptors, ...).")
 # A live gauge: each worker adds 1 while it lives. A worker that dies (killed, or recycled by
 # gunicorn) is retired by worker_exited, so the sum counts the workers serving now.
 WORKERS = Gauge("petstore_workers", "Worker processes serving now.",
@@ -72,7 +78,8 @@ def render(store: Store) -> tuple[bytes, str]:
     if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
         multiprocess.MultiProcessCollector(registry)
     else:
-        for metric in (REQUESTS, LATENCY, REFUSED, BANS, QUOTA_STORAGE_ERRORS, WORKERS):
+        for metric in (REQUESTS, LATENCY, REFUSED, BANS, QUOTA_STORAGE_ERRORS, WORKERS,
+                       CONNECTIONS_CLOSED, ACCEPT_FAILURES):
             registry.register(metric)
     registry.register(OrdersByStatus(store))
     return generate_latest(registry), CONTENT_TYPE_LATEST

@@ -21,7 +21,7 @@ workers = settings.workers
 # graceful_timeout seconds to finish before workers are stopped.
 timeout = 30
 graceful_timeout = settings.graceful_timeout
-keepalive = 5
+keepalive = settings.keepalive_timeout  # uvicorn's timeout_keep_alive
 forwarded_allow_ips = settings.forwarded_allow_ips
 # gunicorn 27 otherwise opens a control socket in the home folder.
 control_socket_disable = True

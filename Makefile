@@ -67,6 +67,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.quotas
 	$(BIN)/python -m bench.stores
 	$(BIN)/python -m bench.v2
+	$(BIN)/python -m bench.guessing
 	$(BIN)/python -m bench.soak
 
 ## bench-large: peak memory and download time of lists of 10,000 and 1,000,000 orders

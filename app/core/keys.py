@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
+import math
 import os
 import re
 import secrets
@@ -32,6 +33,11 @@ log = logging.getLogger("petstore.keys")
 KEY_PREFIX = "psk_"
 VISIBLE_CHARS = 12  # "psk_" and 8 random characters: enough to tell keys apart in a list
 KEY_CACHE_SIZE = 10_000
+# How old the worker's set of every key's digest may be when it says a token opens nothing
+# (issue 24): a token refused from memory, not by a database read per guess. A miss on an
+# older set reloads it, so a key made just now works at once unless another token missed
+# within this time; the store sees at most one reload of the set this often per worker.
+DIGESTS_FRESH = 0.05
 _MISSING: Any = object()  # the cache's "not looked up yet", apart from None ("no such key")
 LAST_USED_EVERY = 60.0  # seconds: last use is kept to the minute (D21)
 DURATION = re.compile(r"(\d+)([smhdw])")
@@ -94,7 +100,9 @@ class Keyring:
     """Looks keys up by digest, trusting an answer for a few seconds.
 
     The cache keeps the database out of the path of every request; its time to live is
-    how long a revocation takes to reach this worker (PETSTORE_KEY_CACHE_SECONDS).
+    how long a revocation takes to reach this worker (PETSTORE_KEY_CACHE_SECONDS). In front
+    of it, the set of every key's digest answers a token that opens nothing from memory
+    (DIGESTS_FRESH), so that guessing keys costs no database read per guess.
     """
 
     def __init__(self, store: Store, ttl_seconds: float, last_used: LastUsed | None = None) -> None:
@@ -104,10 +112,40 @@ class Keyring:
         )
         self._lock = threading.Lock()
         self.last_used = last_used
+        self._digests: frozenset[str] = frozenset()
+        self._digests_at = -math.inf  # time.monotonic() when the set's reading began
+        self._digests_fresh = min(DIGESTS_FRESH, ttl_seconds)
+        self._digests_lock = threading.Lock()
+
+    def from_memory(self, secret: str) -> KeyCheck | None:
+        """What check() would answer, when memory can tell without the store: a token no
+        key has (by a fresh set of digests), or a cached key. None: call check(), which may
+        read the store, from a thread (not the event loop)."""
+        key_digest = digest(secret)
+        if key_digest not in self._digests and (
+                time.monotonic() - self._digests_at < self._digests_fresh):
+            return NO_KEY
+        if self._cache is None:
+            return None
+        with self._lock:
+            cached = self._cache.get(key_digest, _MISSING)
+        return None if cached is _MISSING else self._judge(cached, key_digest)
+
+    def _reload_digests(self) -> None:
+        with self._digests_lock:  # concurrent misses share one reading
+            if time.monotonic() - self._digests_at < self._digests_fresh:
+                return
+            started = time.monotonic()
+            self._digests = frozenset(self.store.key_digests())
+            self._digests_at = started
 
     def check(self, secret: str) -> KeyCheck:
         """What this secret opens now (see check_key); a key it opens is marked used."""
         key_digest = digest(secret)
+        if key_digest not in self._digests:
+            self._reload_digests()
+            if key_digest not in self._digests:
+                return NO_KEY
         if self._cache is None:
             key = self.store.find_key(key_digest)
         else:
@@ -119,6 +157,9 @@ class Keyring:
                     self._cache[key_digest] = key
             else:
                 key = cached
+        return self._judge(key, key_digest)
+
+    def _judge(self, key: ApiKey | None, key_digest: str) -> KeyCheck:
         now = time.time()
         result = check_key(key, key_digest, now)
         if result.key is not None and self.last_used is not None:

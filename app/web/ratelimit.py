@@ -27,7 +27,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.core import metrics
 from app.core.config import Settings
 from app.core.errors import StoreUnavailable
-from app.core.keys import NO_KEY, Keyring, unix_time_text
+from app.core.keys import NO_KEY, KeyCheck, Keyring, unix_time_text
 from app.core.quotas.counters import LimitsCounter, Quotas, QuotaStorageDown, Verdict, Window
 from app.core.quotas.plans import Plan, anonymous_plan, plan_of
 from app.core.storage import Store
@@ -108,7 +108,7 @@ class RateLimitMiddleware:
             return
         token = bearer_token(scope)
         try:
-            check = self.keyring.check(token) if token else NO_KEY
+            check = await self._check(token) if token else NO_KEY
         except StoreUnavailable as exc:
             log.warning("store unavailable: %s", exc.message)
             await self._unavailable(send, self.anonymous, UNAVAILABLE_MESSAGE)
@@ -142,6 +142,14 @@ class RateLimitMiddleware:
         # inside, on a handler's response before the response validator looks.
         decide_headers(scope, rate_limit_headers(verdict, now))
         await self.app(scope, receive, send)
+
+    async def _check(self, token: str) -> KeyCheck:
+        """What the token opens: from memory when it can tell, else read from the store in
+        a thread, never on the event loop (a guess costs no database read, issue 24)."""
+        check = self.keyring.from_memory(token)
+        if check is None:
+            check = await run_in_threadpool(self.keyring.check, token)
+        return check
 
     async def _refuse(
         self, send: Send, verdict: Verdict, key: ApiKey | None, token: str | None,

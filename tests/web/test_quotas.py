@@ -251,6 +251,9 @@ class UnreachableKeys:
     def find_key(self, digest: str) -> None:
         raise StoreUnavailable("SQLite: disk I/O error")
 
+    def key_digests(self) -> set[str]:
+        raise StoreUnavailable("SQLite: disk I/O error")
+
 
 def test_a_failing_database_during_the_key_check_is_503_not_500(
     quota_settings: Settings, store: Store, small: str

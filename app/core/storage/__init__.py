@@ -118,6 +118,11 @@ class Store(Protocol):
         expired or past its grace alike. None when there is none."""
         ...
 
+    def key_digests(self) -> set[str]:
+        """Every digest that may open a key: each unrevoked key's, and the one before its
+        last rotation (whose grace check_key judges)."""
+        ...
+
     def get_key(self, key_id: int) -> ApiKey | None:
         """The key with this id, or None."""
         ...

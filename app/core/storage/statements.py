@@ -270,6 +270,13 @@ class SqlStore:
         found = self._keys_where(f"digest = {p} OR previous_digest = {p}", (digest, digest))
         return found[0] if found else None
 
+    def key_digests(self) -> set[str]:
+        """Every digest that may open a key: each unrevoked key's, and the one before its
+        last rotation (whose grace check_key judges)."""
+        rows = self._rows("SELECT digest, previous_digest FROM api_keys "
+                          "WHERE revoked_at IS NULL")
+        return {value for row in rows for value in row if value}
+
     def get_key(self, key_id: int) -> ApiKey | None:
         """The key with this id, or None."""
         found = self._keys_where(f"id = {self.PARAM}", (key_id,))

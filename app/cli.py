@@ -14,7 +14,7 @@ import resource
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -29,12 +29,13 @@ from app.core.errors import (
     DuplicateOrder,
     DuplicatePet,
     InvalidParameter,
+    OrderNotFound,
     PetstoreError,
 )
 from app.core.logs import configure_logging
 from app.core.metrics import MADE_FOR_THIS_RUN
 from app.core.storage import Store, open_store
-from app.core.storage.records import PLANS, SCOPES, ApiKey
+from app.core.storage.records import PLANS, SCOPES, ApiKey, Transition
 
 DEMO_ORDERS: tuple[dict[str, Any], ...] = (
     {"petId": 1, "quantity": 1, "status": "pending"},
@@ -512,12 +513,38 @@ def orders_ship(order_ids: tuple[int, ...], ship_date: str | None) -> None:
         when = orders.parse_time(ship_date, "--date") if ship_date else orders.utc_now()
     except orders.InvalidOrder as exc:
         raise click.BadParameter(str(exc), param_hint="--date") from None
+    _move_each(order_ids, lambda store, order_id: orders.ship(store, order_id, when),
+               f"shipped on {when}", "already shipped, left as it was")
+
+
+@orders_group.command("complete")
+@click.argument("order_ids", nargs=-1, required=True, type=int)
+def orders_complete(order_ids: tuple[int, ...]) -> None:
+    """Mark shipped orders complete (fulfilled).
+
+    A pending, cancelled or unknown order is refused, and the command then exits with
+    status 1.
+    """
+    _move_each(order_ids, orders.complete, "complete", "already complete, left as it was")
+
+
+def _move_each(order_ids: tuple[int, ...], move: Callable[[Store, int], Transition],
+               done: str, again: str) -> None:
+    """Apply one rule of the state machine (app/core/orders.py) to each order, saying what
+    became of it; exit 1 when any was refused."""
     store = _store()
     refused = 0
     for order_id in order_ids:
-        result = orders.ship(store, order_id, when)
-        say(result.message)
-        refused += not result.shipped
+        try:
+            result = move(store, order_id)
+        except OrderNotFound:
+            say(f"order {order_id}: no such order")
+        except PetstoreError as exc:
+            say(f"order {order_id}: refused: {exc.message}")
+        else:
+            say(f"order {order_id}: {done if result.changed else again}")
+            continue
+        refused += 1
     if refused:
         raise SystemExit(1)
 

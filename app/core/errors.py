@@ -28,6 +28,40 @@ class OrderAlreadyShipped(PetstoreError):
         self.order_id = order_id
 
 
+class OrderCancelled(PetstoreError):
+    def __init__(self, order_id: int, action: str) -> None:
+        super().__init__(f"Order {order_id} is cancelled and cannot be {action}.")
+        self.order_id = order_id
+
+
+class OrderNotShipped(PetstoreError):
+    def __init__(self, order_id: int) -> None:
+        super().__init__(f"Order {order_id} has not shipped yet, so it cannot be completed.")
+        self.order_id = order_id
+
+
+class PreconditionFailed(PetstoreError):
+    """If-Match named another version of the order than its current one (D25)."""
+
+    def __init__(self, order_id: int, version: int) -> None:
+        super().__init__(f"Order {order_id} has changed since that version was read: its "
+                         "current ETag is in the ETag header. Read it again, then retry.")
+        self.order_id = order_id
+        self.version = version
+
+
+class IdempotencyKeyReused(PetstoreError):
+    def __init__(self) -> None:
+        super().__init__("This Idempotency-Key was used before with another request body; "
+                         "use a new key for a new order.")
+
+
+class IdempotencyKeyInUse(PetstoreError):
+    def __init__(self) -> None:
+        super().__init__("A request with this Idempotency-Key is still being carried out; "
+                         "retry after it.")
+
+
 class DuplicateOrder(PetstoreError):
     def __init__(self, order_id: int) -> None:
         super().__init__(f"An order with the id {order_id} exists already.")

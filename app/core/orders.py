@@ -1,8 +1,16 @@
-"""The order rules, as plain functions over a store.
+"""The order rules, as plain functions over a store: one state machine for the API (v1, v2)
+and the CLI alike (DESIGN.md D2, D3, D22-D25).
 
-pending --cancel--> cancelled (204; again 204 when already cancelled, DESIGN.md D3)
-shipped --cancel--> refused, unchanged (409)
-pending --ship----> shipped (the CLI's `orders ship`); a cancelled order cannot ship.
+(none)  --place----> pending (under an idempotency key: a repeat replays the first answer)
+pending --cancel---> cancelled (again: unchanged, a retry is safe, D3)
+shipped --cancel---> refused, unchanged (order_already_shipped)
+pending --ship-----> shipped (again: unchanged); cancelled --ship--> refused (order_cancelled)
+shipped --complete-> shipped and complete (again: unchanged); pending --complete--> refused
+                     (order_not_shipped); cancelled --complete--> refused (order_cancelled)
+
+Each move of an existing order may name the version it expects (If-Match, D25): when the
+order is at another version, nothing changes and PreconditionFailed says which is current.
+An unknown order is OrderNotFound whatever version is named.
 
 Nothing here knows HTTP: it raises the domain's exceptions from app.core.errors.
 """
@@ -10,12 +18,24 @@ Nothing here knows HTTP: it raises the domain's exceptions from app.core.errors.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+import hashlib
+import re
+import threading
 from typing import Any
 
-from app.core.errors import OrderAlreadyShipped, OrderNotFound
+import orjson
+
+from app.core.errors import (
+    IdempotencyKeyInUse,
+    InvalidParameter,
+    OrderAlreadyShipped,
+    OrderCancelled,
+    OrderNotFound,
+    OrderNotShipped,
+    PreconditionFailed,
+)
 from app.core.storage import Store
-from app.core.storage.records import ORDER_STATUSES
+from app.core.storage.records import ORDER_STATUSES, Placed, Transition
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -40,37 +60,104 @@ def get(store: Store, order_id: int) -> dict[str, Any]:
     return order
 
 
-def cancel(store: Store, order_id: int, key_id: int | None) -> None:
-    """Cancel a pending order; an already-cancelled one is left as it is.
-
-    Raises OrderNotFound for an unknown id and OrderAlreadyShipped for a shipped order.
-    """
-    result = store.cancel_order(order_id, key_id, utc_now())
+def _found(result: Transition, order_id: int, version: int | None) -> Transition:
+    """The outcome of a move, once the order is known to exist and, when a version was
+    named, to have been at it."""
     if result.status is None:
         raise OrderNotFound(order_id)
+    if not result.changed and version is not None and result.version != version:
+        raise PreconditionFailed(order_id, int(result.version or 0))
+    return result
+
+
+def cancel(store: Store, order_id: int, key_id: int | None,
+           version: int | None = None) -> Transition:
+    """Cancel a pending order; an already-cancelled one is left as it is.
+
+    Raises OrderNotFound for an unknown id, OrderAlreadyShipped for a shipped order, and
+    PreconditionFailed when a version is named and the order is at another.
+    """
+    result = _found(store.cancel_order(order_id, key_id, utc_now(), version), order_id, version)
     if result.status == "shipped":
         raise OrderAlreadyShipped(order_id)
+    return result
 
 
-@dataclass(frozen=True)
-class ShipResult:
-    """What `orders ship` did to one order: shipped, or refused with a reason."""
-
-    order_id: int
-    shipped: bool
-    message: str
-
-
-def ship(store: Store, order_id: int, ship_date: str) -> ShipResult:
-    """Mark a pending order shipped on ship_date; refuse a cancelled or unknown one."""
-    result = store.ship_order(order_id, ship_date)
-    if result.status is None:
-        return ShipResult(order_id, False, f"order {order_id}: no such order")
+def ship(store: Store, order_id: int, ship_date: str | None = None,
+         version: int | None = None) -> Transition:
+    """Mark a pending order shipped on ship_date (now by default); one already shipped is
+    left as it is. Raises OrderNotFound, OrderCancelled, or PreconditionFailed."""
+    result = _found(store.ship_order(order_id, ship_date or utc_now(), version), order_id,
+                    version)
     if result.status == "cancelled":
-        return ShipResult(order_id, False, f"order {order_id}: cancelled, so it cannot ship")
-    if not result.changed:
-        return ShipResult(order_id, True, f"order {order_id}: already shipped, left as it was")
-    return ShipResult(order_id, True, f"order {order_id}: shipped on {ship_date}")
+        raise OrderCancelled(order_id, "shipped")
+    return result
+
+
+def complete(store: Store, order_id: int, version: int | None = None) -> Transition:
+    """Mark a shipped order complete; one already complete is left as it is. Raises
+    OrderNotFound, OrderNotShipped (pending), OrderCancelled, or PreconditionFailed."""
+    result = _found(store.complete_order(order_id, version), order_id, version)
+    if result.status == "cancelled":
+        raise OrderCancelled(order_id, "completed")
+    if result.status == "pending":
+        raise OrderNotShipped(order_id)
+    return result
+
+
+NEW_ORDER_FIELDS = ("petId", "quantity", "shipDate")
+QUANTITY_MAX = 10_000
+IDEMPOTENCY_KEY = re.compile(r'"?([\x20-\x7e]{1,255})"?')
+
+
+def idempotency_key(header: str) -> str:
+    """The key of an Idempotency-Key header (draft-ietf-httpapi-idempotency-key-header): 1 to
+    255 printable ASCII characters, bare or quoted as an RFC 8941 string. Raises
+    InvalidParameter."""
+    text = header.strip()
+    quoted = len(text) >= 2 and text[0] == text[-1] == '"'
+    key = text[1:-1] if quoted else text
+    if not 1 <= len(key) <= 255 or not key.isascii() or not key.isprintable() or (
+            quoted and ('"' in key or "\\" in key)):
+        raise InvalidParameter("Idempotency-Key", "must be 1 to 255 printable ASCII "
+                               "characters, bare or in double quotes")
+    return key
+
+
+def fingerprint(body: dict[str, Any]) -> str:
+    """What identifies a placing request: its parsed body, whatever its members' order or
+    spacing (D23)."""
+    return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+class Placing:
+    """The idempotency keys this process is placing orders under right now: a second
+    request with one of them, while the first is carried out, is IdempotencyKeyInUse at
+    once (D23). Across processes and hosts the store's transaction decides."""
+
+    def __init__(self) -> None:
+        self._keys: set[tuple[int, str]] = set()
+        self._lock = threading.Lock()
+
+    def place(self, store: Store, body: dict[str, Any], api_key_id: int,
+              key: str) -> Placed:
+        """Place the order the body describes (petId, quantity, shipDate, already checked
+        against the document), or replay the key's first answer."""
+        claim = (api_key_id, key)
+        with self._lock:
+            if claim in self._keys:
+                raise IdempotencyKeyInUse()
+            self._keys.add(claim)
+        try:
+            new = {"petId": body["petId"], "quantity": body["quantity"]}
+            if body.get("shipDate") is not None:
+                new["shipDate"] = parse_time(body["shipDate"])
+            return store.place_order(new, api_key_id, key, fingerprint(body), utc_now())
+        except InvalidOrder as exc:
+            raise InvalidParameter("shipDate", str(exc).removeprefix("shipDate ")) from None
+        finally:
+            with self._lock:
+                self._keys.discard(claim)
 
 
 class InvalidOrder(ValueError):

@@ -163,10 +163,28 @@ def test_ship_marks_pending_orders_and_refuses_cancelled_ones(db: Path) -> None:
     assert shipped[0]["shipDate"] == "2026-03-01T12:00:00Z"
     refused = run(db, "orders", "ship", "3", "9")
     assert refused.exit_code == 1
-    assert "order 3: cancelled, so it cannot ship" in refused.stderr
+    assert "order 3: refused: Order 3 is cancelled and cannot be shipped." in refused.stderr
     assert "order 9: no such order" in refused.stderr
+    again = run(db, "orders", "ship", "1")
+    assert again.exit_code == 0 and "order 1: already shipped, left as it was" in again.stderr
     bad_date = run(db, "orders", "ship", "1", "--date", "soon")
     assert bad_date.exit_code == 2 and "ISO 8601" in bad_date.stderr
+
+
+def test_complete_marks_shipped_orders_and_refuses_the_others(db: Path) -> None:
+    run(db, "orders", "import", "-", input='[{"id": 1, "status": "shipped"}, {"id": 2}, '
+                                           '{"id": 3, "status": "cancelled"}]')
+    done = run(db, "orders", "complete", "1")
+    assert done.exit_code == 0 and "order 1: complete" in done.stderr
+    assert orders_in(db)[0]["complete"] is True
+    again = run(db, "orders", "complete", "1")
+    assert again.exit_code == 0 and "already complete, left as it was" in again.stderr
+    refused = run(db, "orders", "complete", "2", "3", "9")
+    assert refused.exit_code == 1
+    assert "order 2: refused: Order 2 has not shipped yet" in refused.stderr
+    assert "order 3: refused: Order 3 is cancelled and cannot be completed." in refused.stderr
+    assert "order 9: no such order" in refused.stderr
+    assert [o["complete"] for o in orders_in(db)] == [True, False, False]
 
 
 def test_orders_list_filters_by_status_and_prints_json(db: Path) -> None:

@@ -2,38 +2,56 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from app.core import orders
-from app.core.errors import OrderAlreadyShipped, OrderNotFound
-from app.core.storage.records import Transition
+from app.core.errors import (
+    IdempotencyKeyInUse,
+    InvalidParameter,
+    OrderAlreadyShipped,
+    OrderCancelled,
+    OrderNotFound,
+    OrderNotShipped,
+    PreconditionFailed,
+)
+from app.core.storage.records import Placed, Transition
 
 
 class FakeStore:
-    """Just enough of the Store Protocol for the rules: orders in a dict."""
+    """Just enough of the Store Protocol for the rules: orders in a dict, each with a
+    version that every change raises."""
 
     def __init__(self, *rows: dict[str, Any]) -> None:
-        self.orders = {row["id"]: dict(row) for row in rows}
+        self.orders = {row["id"]: {"complete": False, "version": 1, **row} for row in rows}
+        self.placed: dict[tuple[int, str], Any] = {}
 
-    def list_orders(self, status: str | None = None) -> list[dict[str, Any]]:
-        return [o for _, o in sorted(self.orders.items()) if status in (None, o["status"])]
-
-    def _move(self, order_id: int, target: str, **changes: Any) -> Transition:
+    def _move(self, order_id: int, allowed: Callable[[dict[str, Any]], bool],
+              version: int | None, **changes: Any) -> Transition:
         order = self.orders.get(order_id)
         if order is None:
             return Transition(None, changed=False)
-        if order["status"] != "pending":
-            return Transition(order["status"], changed=False)
-        order.update(status=target, **changes)
-        return Transition(target, changed=True)
+        moved = allowed(order) and version in (None, order["version"])
+        if moved:
+            order.update(changes, version=order["version"] + 1)
+        return Transition(order["status"], moved, order["complete"], order["version"])
 
-    def cancel_order(self, order_id: int, key_id: int | None, now: str) -> Transition:
-        return self._move(order_id, "cancelled", cancelled_by=key_id, cancelled_at=now)
+    def cancel_order(self, order_id: int, key_id: int | None, now: str,
+                     version: int | None = None) -> Transition:
+        return self._move(order_id, lambda o: o["status"] == "pending", version,
+                          status="cancelled", cancelled_by=key_id, cancelled_at=now)
 
-    def ship_order(self, order_id: int, ship_date: str) -> Transition:
-        return self._move(order_id, "shipped", shipDate=ship_date)
+    def ship_order(self, order_id: int, ship_date: str,
+                   version: int | None = None) -> Transition:
+        return self._move(order_id, lambda o: o["status"] == "pending", version,
+                          status="shipped", shipDate=ship_date)
+
+    def complete_order(self, order_id: int, version: int | None = None) -> Transition:
+        return self._move(order_id, lambda o: o["status"] == "shipped" and not o["complete"],
+                          version, complete=True)
 
 
 @pytest.fixture
@@ -42,11 +60,12 @@ def store() -> FakeStore:
         {"id": 1, "status": "pending"},
         {"id": 2, "status": "shipped", "shipDate": "2026-01-01T00:00:00Z"},
         {"id": 3, "status": "cancelled"},
+        {"id": 4, "status": "shipped", "complete": True},
     )
 
 
 def test_cancel_turns_a_pending_order_into_a_cancelled_one(store: FakeStore) -> None:
-    orders.cancel(store, 1, key_id=7)  # type: ignore[arg-type]
+    assert orders.cancel(store, 1, key_id=7).changed  # type: ignore[arg-type]
     assert store.orders[1]["status"] == "cancelled"
     assert store.orders[1]["cancelled_by"] == 7
 
@@ -61,7 +80,7 @@ def test_cancel_refuses_a_shipped_order_and_leaves_it_unchanged(store: FakeStore
 
 def test_cancel_of_a_cancelled_order_succeeds_and_changes_nothing(store: FakeStore) -> None:
     before = dict(store.orders[3])
-    orders.cancel(store, 3, key_id=7)  # type: ignore[arg-type]
+    assert not orders.cancel(store, 3, key_id=7).changed  # type: ignore[arg-type]
     assert store.orders[3] == before
 
 
@@ -72,27 +91,109 @@ def test_cancel_of_an_unknown_order_raises_not_found(store: FakeStore) -> None:
 
 def test_ship_marks_a_pending_order_shipped_on_the_date(store: FakeStore) -> None:
     result = orders.ship(store, 1, "2026-02-02T00:00:00Z")  # type: ignore[arg-type]
-    assert result.shipped
-    assert store.orders[1]["status"] == "shipped"
+    assert result.changed and result.status == "shipped" and result.version == 2
     assert store.orders[1]["shipDate"] == "2026-02-02T00:00:00Z"
 
 
 def test_ship_refuses_a_cancelled_order(store: FakeStore) -> None:
-    result = orders.ship(store, 3, "2026-02-02T00:00:00Z")  # type: ignore[arg-type]
-    assert not result.shipped
-    assert "cancelled" in result.message
+    with pytest.raises(OrderCancelled, match="cannot be shipped"):
+        orders.ship(store, 3, "2026-02-02T00:00:00Z")  # type: ignore[arg-type]
     assert store.orders[3]["status"] == "cancelled"
 
 
 def test_ship_refuses_an_unknown_order(store: FakeStore) -> None:
-    result = orders.ship(store, 99, "2026-02-02T00:00:00Z")  # type: ignore[arg-type]
-    assert not result.shipped and "no such order" in result.message
+    with pytest.raises(OrderNotFound):
+        orders.ship(store, 99, "2026-02-02T00:00:00Z")  # type: ignore[arg-type]
 
 
 def test_ship_leaves_a_shipped_order_and_its_date_alone(store: FakeStore) -> None:
     result = orders.ship(store, 2, "2026-02-02T00:00:00Z")  # type: ignore[arg-type]
-    assert result.shipped and "already shipped" in result.message
+    assert not result.changed and result.status == "shipped"
     assert store.orders[2]["shipDate"] == "2026-01-01T00:00:00Z"
+
+
+def test_complete_marks_a_shipped_order_complete_once(store: FakeStore) -> None:
+    assert orders.complete(store, 2).changed  # type: ignore[arg-type]
+    assert store.orders[2]["complete"] is True
+    again = orders.complete(store, 2)  # type: ignore[arg-type]
+    assert not again.changed and again.complete
+
+
+@pytest.mark.parametrize(("order_id", "refusal"), [(1, OrderNotShipped), (3, OrderCancelled),
+                                                  (99, OrderNotFound)])
+def test_complete_refuses_pending_cancelled_and_unknown_orders(
+        store: FakeStore, order_id: int, refusal: type[Exception]) -> None:
+    with pytest.raises(refusal):
+        orders.complete(store, order_id)  # type: ignore[arg-type]
+    assert all(not o["complete"] for o in store.orders.values() if o["id"] != 4)
+
+
+@pytest.mark.parametrize("move", [
+    lambda store, version: orders.cancel(store, 1, 7, version),
+    lambda store, version: orders.ship(store, 1, None, version),
+    lambda store, version: orders.complete(store, 2, version),
+], ids=["cancel", "ship", "complete"])
+def test_a_stale_version_changes_nothing_and_the_current_one_goes_through(
+        store: FakeStore, move: Callable[[Any, int], Transition]) -> None:
+    before = {k: dict(v) for k, v in store.orders.items()}
+    with pytest.raises(PreconditionFailed) as info:
+        move(store, 7)
+    assert info.value.version == 1
+    assert store.orders == before
+    assert move(store, 1).changed
+
+
+def test_an_unknown_order_is_not_found_whatever_version_is_named(store: FakeStore) -> None:
+    with pytest.raises(OrderNotFound):
+        orders.ship(store, 99, None, version=3)  # type: ignore[arg-type]
+
+
+# placing --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("header", "key"), [
+    ("abc-123", "abc-123"), ('"abc 123"', "abc 123"), (" x ", "x"), ("k" * 255, "k" * 255)])
+def test_an_idempotency_key_is_printable_ascii_bare_or_quoted(header: str, key: str) -> None:
+    assert orders.idempotency_key(header) == key
+
+
+@pytest.mark.parametrize("header", ["", '""', "k" * 256, "caf\u00e9", "a\tb", '"a"b"'])
+def test_a_malformed_idempotency_key_is_refused(header: str) -> None:
+    with pytest.raises(InvalidParameter) as info:
+        orders.idempotency_key(header)
+    assert info.value.name == "Idempotency-Key"
+
+
+def test_the_fingerprint_ignores_the_order_of_members() -> None:
+    assert (orders.fingerprint({"petId": 1, "quantity": 2})
+            == orders.fingerprint({"quantity": 2, "petId": 1})
+            != orders.fingerprint({"petId": 1, "quantity": 3}))
+
+
+def test_a_key_being_placed_in_this_process_is_in_use_for_a_second_request() -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowStore:
+        def place_order(self, new: dict[str, Any], *args: Any) -> Any:
+            entered.set()
+            release.wait(5)
+            return Placed({"id": 1, **new}, 1, replayed=False)
+
+    placing = orders.Placing()
+    first = threading.Thread(target=placing.place,
+                             args=(SlowStore(), {"petId": 1, "quantity": 1}, 1, "k"))
+    first.start()
+    assert entered.wait(5)
+    try:
+        with pytest.raises(IdempotencyKeyInUse):
+            placing.place(SlowStore(), {"petId": 1, "quantity": 1}, 1, "k")  # type: ignore[arg-type]
+    finally:
+        release.set()
+        first.join()
+    # Once the first is done, the key is free in this process (the store then replays).
+    entered.clear()
+    release.set()
+    assert placing.place(SlowStore(), {"petId": 1, "quantity": 1}, 1, "k").order["id"] == 1  # type: ignore[arg-type]
 
 
 # rows to import -------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from app.core.config import Settings, store_kind
-from app.core.storage.records import ApiKey, OrderQuery, Position, Transition
+from app.core.storage.records import ApiKey, OrderQuery, Placed, Position, Transition
 from app.core.storage.sqlite import SQLiteStore
 
 
@@ -66,13 +66,38 @@ class Store(Protocol):
         """How many orders each status holds (every status present, 0 where none)."""
         ...
 
-    def cancel_order(self, order_id: int, key_id: int | None, now: str) -> Transition:
-        """Cancel the order if it is pending, in one conditional write, recording when and
-        by which key. Of many concurrent calls, exactly one reports changed."""
+    def cancel_order(self, order_id: int, key_id: int | None, now: str,
+                     version: int | None = None) -> Transition:
+        """Cancel the order if it is pending (and at version, when given), in one
+        conditional write, recording when and by which key. Of many concurrent calls,
+        exactly one reports changed."""
         ...
 
-    def ship_order(self, order_id: int, ship_date: str) -> Transition:
-        """Mark the order shipped on ship_date if it is pending, in one conditional write."""
+    def ship_order(self, order_id: int, ship_date: str,
+                   version: int | None = None) -> Transition:
+        """Mark the order shipped on ship_date if it is pending (and at version, when
+        given), in one conditional write."""
+        ...
+
+    def complete_order(self, order_id: int, version: int | None = None) -> Transition:
+        """Mark the order complete if it is shipped and not yet complete (and at version,
+        when given), in one conditional write."""
+        ...
+
+    def order_version(self, order_id: int) -> int | None:
+        """The order's version (D25), or None when there is no such order."""
+        ...
+
+    def place_order(self, new: dict[str, Any], api_key_id: int, idempotency_key: str,
+                    fingerprint: str, now: str) -> Placed:
+        """Place a pending order (petId, quantity, shipDate) under an idempotency key, both
+        in one transaction; or, when the key placed one before, replay that first answer.
+        Raises IdempotencyKeyReused when the key came with another request (fingerprint).
+        Of concurrent calls with one key, on any number of hosts, exactly one places."""
+        ...
+
+    def purge_idempotency_keys(self, before: str) -> int:
+        """Forget the idempotency keys made before this time; how many went."""
         ...
 
     def import_orders(self, orders: Iterable[dict[str, Any]], upsert: bool = False) -> int:

@@ -27,19 +27,25 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
+import orjson
 import psycopg
 from psycopg import conninfo as pq_conninfo
 from psycopg import errors as pq_errors
 from psycopg_pool import ConnectionPool
 
 from app.core.errors import DuplicateKey, DuplicateOrder, DuplicatePet, StoreUnavailable
-from app.core.storage.records import ApiKey, Transition
+from app.core.storage.records import ApiKey, Placed, Transition
 from app.core.storage.statements import (
+    IDEMPOTENCY_FIND,
+    IDEMPOTENCY_KEYS,
     KEY_COLUMNS,
     KEY_LIFECYCLE,
     LIST_INDEXES,
+    NEW_ORDER_COLUMNS,
     SqlStore,
     key_values,
+    placed_order,
+    replayed,
 )
 
 P = ParamSpec("P")
@@ -153,6 +159,21 @@ MIGRATIONS: tuple[str, ...] = (
     ";\n".join(LIST_INDEXES),
     # 6: expiry, scope, last use and rotation of keys (D21)
     ";\n".join(KEY_LIFECYCLE),
+    # 7: each order's version (D25), raised by any UPDATE that leaves it as it was (the
+    # service's own raise it themselves: an upsert import, a hand edit), and the
+    # idempotency keys of placed orders (D23)
+    """
+    ALTER TABLE orders ADD COLUMN version BIGINT NOT NULL DEFAULT 1;
+    CREATE FUNCTION raise_order_version() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF NEW.version = OLD.version THEN
+            NEW.version := OLD.version + 1;
+        END IF;
+        RETURN NEW;
+    END $$;
+    CREATE TRIGGER orders_update_raises_version BEFORE UPDATE ON orders
+        FOR EACH ROW EXECUTE FUNCTION raise_order_version();
+    """ + ";\n".join(IDEMPOTENCY_KEYS),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -212,6 +233,7 @@ class PostgresStore(SqlStore):
 
     PARAM = "%s"
     ORDER_JSON = ORDER_JSON
+    TRUE, FALSE = "true", "false"
     local = False  # every read is a round trip
 
     def __init__(self, url: str, busy_timeout_ms: int = 1000, pool_size: int = 10) -> None:
@@ -397,23 +419,65 @@ class PostgresStore(SqlStore):
         return self._all(sql, params)
 
     @_translate_errors
-    def _transition(
-        self, update: str, params: tuple[Any, ...], order_id: int, target: str
-    ) -> Transition:
-        """Run a conditional UPDATE to target (its WHERE clause requires status = 'pending'):
-        one statement, atomic on its own. Of concurrent calls, the first takes the row's
-        lock; the others wait, then find the status no longer pending and change nothing.
-        When it changes nothing, a second statement reads the status (now committed) to
-        say why. Repeating it after a broken connection is safe: an order that has left
-        pending stays where it went."""
+    def _transition(self, update: str, params: tuple[Any, ...], order_id: int) -> Transition:
+        """Run a conditional UPDATE of one order: one statement, atomic on its own. Of
+        concurrent calls, the first takes the row's lock; the others wait, then find the
+        order no longer in the state they move it from and change nothing. When it changes
+        nothing, a second statement reads the order (now committed) to say why. Repeating
+        it after a broken connection is safe: an order that has moved on stays there."""
 
         def work(conn: psycopg.Connection[tuple[Any, ...]]) -> Transition:
-            if conn.execute(update + " RETURNING id", params).fetchone() is not None:
-                return Transition(target, changed=True)
-            row = conn.execute("SELECT status FROM orders WHERE id = %s", (order_id,)).fetchone()
-            return Transition(None if row is None else str(row[0]), changed=False)
+            row = conn.execute(update + " RETURNING status, complete, version",
+                               params).fetchone()
+            if row is not None:
+                return Transition(str(row[0]), True, bool(row[1]), int(row[2]))
+            row = conn.execute("SELECT status, complete, version FROM orders WHERE id = %s",
+                               (order_id,)).fetchone()
+            if row is None:
+                return Transition(None, changed=False)
+            return Transition(str(row[0]), False, bool(row[1]), int(row[2]))
 
         return self._call(work)
+
+    @_translate_errors
+    def place_order(self, new: dict[str, Any], api_key_id: int, idempotency_key: str,
+                    fingerprint: str, now: str) -> Placed:
+        """Place a pending order (petId, quantity, shipDate) under an idempotency key, both
+        in one transaction; or, when the key placed one before, replay that first answer
+        (IdempotencyKeyReused when the key came with another request). The key's row is
+        claimed first: a concurrent call with the same key, on any host, waits on the
+        unique index until this transaction ends, then replays what it committed."""
+
+        def work(conn: psycopg.Connection[tuple[Any, ...]]) -> Placed | tuple[Any, ...]:
+            with conn.transaction():
+                claimed = conn.execute(
+                    "INSERT INTO idempotency_keys VALUES (%s, %s, %s, 0, '', 0, %s) "
+                    "ON CONFLICT DO NOTHING RETURNING 1",
+                    (api_key_id, idempotency_key, fingerprint, now)).fetchone()
+                if claimed is None:
+                    row = conn.execute(IDEMPOTENCY_FIND.format(p="%s"),
+                                       (api_key_id, idempotency_key)).fetchone()
+                    assert row is not None  # the claim that won has committed
+                    return row
+                # Ids as SQLite gives them (the largest plus one), under the imports' lock.
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (IMPORT_LOCK,))
+                found = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM orders").fetchone()
+                order = placed_order(int(found[0]) if found else 1, new)
+                conn.execute(f"INSERT INTO orders (id, {NEW_ORDER_COLUMNS}) "
+                             "VALUES (%s, %s, %s, %s)",
+                             (order["id"], new["petId"], new["quantity"], new.get("shipDate")))
+                conn.execute("UPDATE idempotency_keys SET order_id = %s, order_json = %s, "
+                             "order_version = 1 WHERE api_key_id = %s AND idempotency_key = %s",
+                             (order["id"], orjson.dumps(order).decode(), api_key_id,
+                              idempotency_key))
+                return Placed(order, 1, replayed=False)
+
+        result = self._call(work)
+        return result if isinstance(result, Placed) else replayed(result, fingerprint)
+
+    @_translate_errors
+    def _delete(self, sql: str, params: tuple[Any, ...]) -> int:
+        return self._call(lambda conn: conn.execute(sql, params).rowcount)
 
     @_translate_errors
     def import_orders(self, orders: Iterable[dict[str, Any]], upsert: bool = False) -> int:

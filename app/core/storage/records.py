@@ -7,6 +7,7 @@ import dataclasses
 import datetime as dt
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 ORDER_STATUSES = ("pending", "shipped", "cancelled")
 PLANS = ("free", "pro", "business", "enterprise")
@@ -71,10 +72,24 @@ KEY_FIELDS = tuple(field.name for field in dataclasses.fields(ApiKey))
 @dataclass(frozen=True)
 class Transition:
     """The outcome of a conditional write: the order's status afterwards (None when there
-    is no such order) and whether this very call made the change."""
+    is no such order), whether this very call made the change, and the order's complete
+    flag and version afterwards (D25)."""
 
     status: str | None
     changed: bool
+    complete: bool = False
+    version: int | None = None
+
+
+@dataclass(frozen=True)
+class Placed:
+    """An order placed under an idempotency key (D23): the order as the first answer gave
+    it and its version then, and whether this call replayed that answer (the key had
+    placed it before) rather than placing it."""
+
+    order: dict[str, Any]
+    version: int
+    replayed: bool
 
 
 @dataclass(frozen=True)

@@ -16,15 +16,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+import orjson
 import sqlite_utils
 
 from app.core.errors import DuplicateKey, DuplicateOrder, DuplicatePet, StoreUnavailable
-from app.core.storage.records import ApiKey, Transition
+from app.core.storage.records import ApiKey, Placed, Transition
 from app.core.storage.statements import (
+    IDEMPOTENCY_FIND,
+    IDEMPOTENCY_KEYS,
     KEY_LIFECYCLE,
     LIST_INDEXES,
+    NEW_ORDER_COLUMNS,
     SqlStore,
     key_values,
+    placed_order,
+    replayed,
 )
 
 P = ParamSpec("P")
@@ -113,6 +119,17 @@ def _add_key_lifecycle_v6(db: sqlite_utils.Database) -> None:
         db.execute(statement)
 
 
+def _add_versions_and_idempotency_keys_v7(db: sqlite_utils.Database) -> None:
+    """Each order's version (D25), raised by any UPDATE that leaves it as it was (the
+    service's own raise it themselves), and the idempotency keys of placed orders (D23)."""
+    db.execute("ALTER TABLE orders ADD COLUMN version INTEGER NOT NULL DEFAULT 1")
+    db.execute("CREATE TRIGGER orders_update_raises_version AFTER UPDATE ON orders "
+               "FOR EACH ROW WHEN NEW.version = OLD.version "
+               "BEGIN UPDATE orders SET version = OLD.version + 1 WHERE id = NEW.id; END")
+    for statement in IDEMPOTENCY_KEYS:
+        db.execute(statement)
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _create_schema_v1,
     _add_bans_v2,
@@ -120,6 +137,7 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _add_revision_v4,
     _add_list_indexes_v5,
     _add_key_lifecycle_v6,
+    _add_versions_and_idempotency_keys_v7,
 )
 
 # The whole list as JSON, built by SQLite: reading rows into Python dicts costs about ten
@@ -146,6 +164,7 @@ class SQLiteStore(SqlStore):
 
     PARAM = "?"
     ORDER_JSON = ORDER_JSON
+    TRUE, FALSE = "1", "0"
     local = True  # a file on this machine
 
     def __init__(self, path: str | Path, busy_timeout_ms: int = 1000) -> None:
@@ -298,23 +317,50 @@ class SQLiteStore(SqlStore):
         return self.db.execute(sql, params).fetchall()
 
     @_translate_errors
-    def _transition(
-        self, update: str, params: tuple[Any, ...], order_id: int, target: str
-    ) -> Transition:
+    def _transition(self, update: str, params: tuple[Any, ...], order_id: int) -> Transition:
         with self._write() as db:
-            if db.execute(update, params).rowcount == 1:
-                return Transition(target, changed=True)
-            row = db.execute("SELECT status FROM orders WHERE id = ?", (order_id,)).fetchone()
-        return Transition(None if row is None else str(row[0]), changed=False)
+            changed = db.execute(update, params).rowcount == 1
+            row = db.execute("SELECT status, complete, version FROM orders WHERE id = ?",
+                             (order_id,)).fetchone()
+        if row is None:
+            return Transition(None, changed=False)
+        return Transition(str(row[0]), changed, bool(row[1]), int(row[2]))
+
+    @_translate_errors
+    def place_order(self, new: dict[str, Any], api_key_id: int, idempotency_key: str,
+                    fingerprint: str, now: str) -> Placed:
+        """Place a pending order (petId, quantity, shipDate) under an idempotency key, both
+        in one transaction; or, when the key placed one before, replay that first answer
+        (IdempotencyKeyReused when the key came with another request). SQLite's write lock
+        makes concurrent calls take turns: the first places, the others replay."""
+        with self._write() as db:
+            row = db.execute(IDEMPOTENCY_FIND.format(p="?"),
+                             (api_key_id, idempotency_key)).fetchone()
+            if row is not None:
+                return replayed(row, fingerprint)
+            cursor = db.execute(f"INSERT INTO orders ({NEW_ORDER_COLUMNS}) VALUES (?, ?, ?)",
+                                (new["petId"], new["quantity"], new.get("shipDate")))
+            order = placed_order(int(cursor.lastrowid or 0), new)
+            db.execute("INSERT INTO idempotency_keys VALUES (?, ?, ?, ?, ?, 1, ?)",
+                       (api_key_id, idempotency_key, fingerprint, order["id"],
+                        orjson.dumps(order).decode(), now))
+        return Placed(order, 1, replayed=False)
+
+    @_translate_errors
+    def _delete(self, sql: str, params: tuple[Any, ...]) -> int:
+        with self._write() as db:
+            return int(db.execute(sql, params).rowcount)
 
     @_translate_errors
     def import_orders(self, orders: Iterable[dict[str, Any]], upsert: bool = False) -> int:
         """Insert (or with upsert, replace) the orders in one transaction; all or nothing."""
-        verb = "INSERT OR REPLACE" if upsert else "INSERT"
-        sql = (
-            f"{verb} INTO orders (id, pet_id, quantity, ship_date, complete, status) "
-            "VALUES (?, ?, ?, ?, ?, ?)"
-        )
+        sql = ("INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status) "
+               "VALUES (?, ?, ?, ?, ?, ?)")
+        if upsert:  # an UPDATE of the existing order, so that its version rises (D25)
+            sql += (" ON CONFLICT (id) DO UPDATE SET pet_id = excluded.pet_id, quantity = "
+                    "excluded.quantity, ship_date = excluded.ship_date, complete = "
+                    "excluded.complete, status = excluded.status, cancelled_at = NULL, "
+                    "cancelled_by = NULL")
         count = 0
         with self._write() as db:
             for order in orders:

@@ -15,12 +15,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
-from app.core.errors import DuplicateKey
+import orjson
+
+from app.core.errors import DuplicateKey, IdempotencyKeyReused
 from app.core.storage.records import (
     KEY_FIELDS,
     ORDER_STATUSES,
     ApiKey,
     OrderQuery,
+    Placed,
     Position,
     Transition,
 )
@@ -50,6 +53,42 @@ LIST_INDEXES = (
     "CREATE INDEX idx_orders_ship_date_id ON orders (ship_date, id)",
     "CREATE INDEX idx_orders_undated_id ON orders (id) WHERE ship_date IS NULL",
 )
+
+
+# D22-D25 (migration 7 of both stores): each order's version, which every change to it
+# raises (the service's own UPDATEs raise it themselves, and a trigger of each store raises
+# it for any other UPDATE that leaves it as it was: an upsert import, a hand edit); and the
+# idempotency keys of placed orders, each with the request's fingerprint and the first
+# answer (the order as placed, at its first version), written in the order's transaction.
+IDEMPOTENCY_KEYS = (
+    "CREATE TABLE idempotency_keys ("
+    " api_key_id BIGINT NOT NULL,"
+    " idempotency_key TEXT NOT NULL,"
+    " fingerprint TEXT NOT NULL,"
+    " order_id BIGINT NOT NULL,"
+    " order_json TEXT NOT NULL,"
+    " order_version BIGINT NOT NULL,"
+    " created_at TEXT NOT NULL,"
+    " PRIMARY KEY (api_key_id, idempotency_key))",
+    "CREATE INDEX idx_idempotency_keys_created_at ON idempotency_keys (created_at)",
+)
+IDEMPOTENCY_FIND = ("SELECT fingerprint, order_json, order_version FROM idempotency_keys "
+                    "WHERE api_key_id = {p} AND idempotency_key = {p}")
+NEW_ORDER_COLUMNS = "pet_id, quantity, ship_date"
+
+
+def replayed(row: tuple[Any, ...], fingerprint: str) -> Placed:
+    """The first answer of an idempotency key, for a request with this fingerprint; raises
+    IdempotencyKeyReused when the key came with another request."""
+    if row[0] != fingerprint:
+        raise IdempotencyKeyReused()
+    return Placed(orjson.loads(row[1]), int(row[2]), replayed=True)
+
+
+def placed_order(order_id: int, new: dict[str, Any]) -> dict[str, Any]:
+    """A new order (petId, quantity, shipDate) as the store holds it once placed."""
+    return order_fields((order_id, new["petId"], new["quantity"], new.get("shipDate"),
+                         False, "pending"))
 
 
 def key_values(key: ApiKey) -> tuple[Any, ...]:
@@ -84,16 +123,18 @@ class SqlStore:
     """The driver's placeholder for a parameter."""
     ORDER_JSON: ClassVar[str]
     """An SQL expression: one order's JSON, as list_orders gives it, built by the database."""
+    TRUE: ClassVar[str]
+    FALSE: ClassVar[str]
+    """The dialect's literals of the complete column (1 and 0, or true and false)."""
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Every row the query gives."""
         raise NotImplementedError
 
-    def _transition(
-        self, update: str, params: tuple[Any, ...], order_id: int, target: str
-    ) -> Transition:
-        """Run a conditional UPDATE to target (its WHERE clause requires status = 'pending');
-        when it changes nothing, read the status in the same transaction to say why."""
+    def _transition(self, update: str, params: tuple[Any, ...], order_id: int) -> Transition:
+        """Run a conditional UPDATE of one order (its WHERE clause names the state it moves
+        from); read the order's status, complete flag and version afterwards in the same
+        transaction, to say what it is now and, when nothing changed, why."""
         raise NotImplementedError
 
     def _update_key(self, key_id: int, assignments: str, params: tuple[Any, ...]) -> ApiKey | None:
@@ -102,6 +143,10 @@ class SqlStore:
 
     def _write_many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
         """Run one statement for each row, all in one transaction."""
+        raise NotImplementedError
+
+    def _delete(self, sql: str, params: tuple[Any, ...]) -> int:
+        """Run one DELETE; how many rows it removed."""
         raise NotImplementedError
 
     def _insert_keys(self, keys: Sequence[ApiKey]) -> None:
@@ -221,28 +266,50 @@ class SqlStore:
             counts[str(status)] = int(count)
         return counts
 
-    def cancel_order(self, order_id: int, key_id: int | None, now: str) -> Transition:
-        """Cancel the order if it is pending, in one conditional write, recording when and
-        by which key. Of many concurrent calls, exactly one reports changed."""
+    def _move(self, assignments: str, params: tuple[Any, ...], order_id: int,
+              condition: str, version: int | None) -> Transition:
         p = self.PARAM
+        where = f"id = {p} AND {condition}"
+        if version is not None:  # If-Match (D25): only from that very version
+            where += f" AND version = {p}"
+            params = (*params, order_id, version)
+        else:
+            params = (*params, order_id)
         return self._transition(
-            f"UPDATE orders SET status = 'cancelled', cancelled_at = {p}, cancelled_by = {p} "
-            f"WHERE id = {p} AND status = 'pending'",
-            (now, key_id, order_id),
-            order_id,
-            "cancelled",
-        )
+            f"UPDATE orders SET {assignments}, version = version + 1 WHERE {where}",
+            params, order_id)
 
-    def ship_order(self, order_id: int, ship_date: str) -> Transition:
-        """Mark the order shipped on ship_date if it is pending, in one conditional write."""
+    def cancel_order(self, order_id: int, key_id: int | None, now: str,
+                     version: int | None = None) -> Transition:
+        """Cancel the order if it is pending (and at version, when given), in one
+        conditional write, recording when and by which key. Of many concurrent calls,
+        exactly one reports changed."""
         p = self.PARAM
-        return self._transition(
-            f"UPDATE orders SET status = 'shipped', ship_date = {p} "
-            f"WHERE id = {p} AND status = 'pending'",
-            (ship_date, order_id),
-            order_id,
-            "shipped",
-        )
+        return self._move(f"status = 'cancelled', cancelled_at = {p}, cancelled_by = {p}",
+                          (now, key_id), order_id, "status = 'pending'", version)
+
+    def ship_order(self, order_id: int, ship_date: str,
+                   version: int | None = None) -> Transition:
+        """Mark the order shipped on ship_date if it is pending (and at version, when
+        given), in one conditional write."""
+        return self._move(f"status = 'shipped', ship_date = {self.PARAM}", (ship_date,),
+                          order_id, "status = 'pending'", version)
+
+    def complete_order(self, order_id: int, version: int | None = None) -> Transition:
+        """Mark the order complete if it is shipped and not yet complete (and at version,
+        when given), in one conditional write."""
+        return self._move("complete = " + self.TRUE, (), order_id,
+                          f"status = 'shipped' AND complete = {self.FALSE}", version)
+
+    def order_version(self, order_id: int) -> int | None:
+        """The order's version (D25), or None when there is no such order."""
+        rows = self._rows(f"SELECT version FROM orders WHERE id = {self.PARAM}", (order_id,))
+        return int(rows[0][0]) if rows else None
+
+    def purge_idempotency_keys(self, before: str) -> int:
+        """Forget the idempotency keys made before this time; how many went."""
+        return self._delete(f"DELETE FROM idempotency_keys WHERE created_at < {self.PARAM}",
+                            (before,))
 
     # pets -------------------------------------------------------------------------------
 

@@ -48,6 +48,19 @@ request = function()
   return wrk.format("DELETE", "{list}/" .. id)
 end
 """
+# Orders placed under a new Idempotency-Key each (issue 25), the key unique to the run.
+PLACE_SCRIPT = """
+local n = 0
+request = function()
+  n = n + 1
+  local headers = {}
+  for name, value in pairs(wrk.headers) do headers[name] = value end
+  headers["Content-Type"] = "application/json"
+  headers["Idempotency-Key"] = "{run}-" .. n
+  return wrk.format("POST", "{list}", headers, '{"petId": 7, "quantity": 1}')
+end
+"""
+PLACE_AT_MOST = 2.0  # issue 25: placing costs at most twice a cancel
 # Issue 17's targets, for the list of 10, the list of 1,000 and the cancel, at every
 # connection count: the tail at most 3 times the median, and at most twice plain Flask's.
 TAIL_AT_MOST = 3.0
@@ -154,6 +167,17 @@ def main() -> None:
                 verdict = "ok" if ratio >= at_least else "BELOW TARGET"
                 print(f"{scenario}: {ratio:.2f}x the service's {small} "
                       f"(target >= {at_least}: {verdict})")
+    cancel = f"DELETE of pending orders, {connections[0]} connections"
+    place = f"POST of new orders (distinct keys), {connections[0]} connections"
+    if cancel in everything and place in everything:
+        # What a request costs, by CPU a request: throughput is bounded by the one core.
+        cost = (median_load(everything[place]["service"]).cpu_us
+                / median_load(everything[cancel]["service"]).cpu_us)
+        rate = (median_load(everything[cancel]["service"]).rps
+                / median_load(everything[place]["service"]).rps)
+        verdict = "ok" if max(cost, rate) <= PLACE_AT_MOST else "ABOVE TARGET"
+        print(f"{place}: {cost:.2f}x the CPU a request of {cancel}, {rate:.2f}x its time "
+              f"(target <= {PLACE_AT_MOST}: {verdict})")
 
 
 def _copy(database: str) -> str:
@@ -206,6 +230,8 @@ def _serve_and_measure(servers: dict[str, tuple[list[str], str]], trees: dict[st
             for count in connections:
                 results.update(measure_deletes(folder, {who: ports[who] for who in services},
                                                processes, auth, size, args, count, taken))
+            results.update(measure_places(folder, ports["service"], processes, auth, args,
+                                          connections[0]))
     return results
 
 
@@ -227,6 +253,26 @@ def measure_deletes(folder: Path, ports: dict[str, int], processes: dict[str, An
                         for who, port in ports.items()},
             "processes": processes, "connections": connections}
     return measure({f"DELETE of pending orders, {connections} connections": plan},
+                   args.runs, args.seconds)
+
+
+def measure_places(folder: Path, port: int, processes: dict[str, Any], auth: dict[str, str],
+                   args: argparse.Namespace,
+                   connections: int) -> dict[str, dict[str, list[Load]]]:
+    """POST of new orders, each under an Idempotency-Key of its own (today's service only:
+    an older one may not place orders)."""
+    runs = iter(range(1_000_000))
+
+    def script() -> Path:
+        run = next(runs)
+        path = folder / f"place-{run}.lua"
+        path.write_text(PLACE_SCRIPT.replace("{run}", f"bench-{run}").replace("{list}",
+                                                                               "/v2/store/orders"))
+        return path
+
+    plan = {"targets": {"service": (f"http://127.0.0.1:{port}/v2/store/orders", auth, script)},
+            "processes": processes, "connections": connections}
+    return measure({f"POST of new orders (distinct keys), {connections} connections": plan},
                    args.runs, args.seconds)
 
 

@@ -101,6 +101,7 @@ class InvalidParameter(PetstoreError):
     wrong with it ("must be ..."); each edge says where the value came from (a query
     parameter, a CLI option) in front of it."""
 
-    def __init__(self, name: str, message: str) -> None:
+    def __init__(self, name: str, message: str, where: str = "query parameter") -> None:
         super().__init__(message)
         self.name = name
+        self.where = where  # query parameter, header, body member

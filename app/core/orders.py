@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import re
+import logging
+import os
 import threading
+import time
 from typing import Any
 
 import orjson
@@ -32,10 +34,13 @@ from app.core.errors import (
     OrderCancelled,
     OrderNotFound,
     OrderNotShipped,
+    PetstoreError,
     PreconditionFailed,
 )
 from app.core.storage import Store
 from app.core.storage.records import ORDER_STATUSES, Placed, Transition
+
+log = logging.getLogger("petstore.orders")
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -58,6 +63,14 @@ def get(store: Store, order_id: int) -> dict[str, Any]:
     if order is None:
         raise OrderNotFound(order_id)
     return order
+
+
+def get_versioned(store: Store, order_id: int) -> tuple[dict[str, Any], int]:
+    """The order with this id and its version, read together; raises OrderNotFound."""
+    found = store.get_versioned_order(order_id)
+    if found is None:
+        raise OrderNotFound(order_id)
+    return found
 
 
 def _found(result: Transition, order_id: int, version: int | None) -> Transition:
@@ -105,22 +118,21 @@ def complete(store: Store, order_id: int, version: int | None = None) -> Transit
     return result
 
 
-NEW_ORDER_FIELDS = ("petId", "quantity", "shipDate")
-QUANTITY_MAX = 10_000
-IDEMPOTENCY_KEY = re.compile(r'"?([\x20-\x7e]{1,255})"?')
+# D23: idempotency keys live at least 24 hours; each process that places orders forgets
+# older ones once an hour.
+KEYS_KEPT = dt.timedelta(hours=24)
+PURGE_EVERY = 3600.0
 
 
 def idempotency_key(header: str) -> str:
     """The key of an Idempotency-Key header (draft-ietf-httpapi-idempotency-key-header): 1 to
     255 printable ASCII characters, bare or quoted as an RFC 8941 string. Raises
     InvalidParameter."""
-    text = header.strip()
-    quoted = len(text) >= 2 and text[0] == text[-1] == '"'
-    key = text[1:-1] if quoted else text
-    if not 1 <= len(key) <= 255 or not key.isascii() or not key.isprintable() or (
-            quoted and ('"' in key or "\\" in key)):
+    quoted = len(header) > 2 and header[0] == header[-1] == '"'
+    key = header[1:-1] if quoted else header
+    if not 1 <= len(key) <= 255 or not key.isascii() or not key.isprintable():
         raise InvalidParameter("Idempotency-Key", "must be 1 to 255 printable ASCII "
-                               "characters, bare or in double quotes")
+                               "characters, bare or in double quotes", where="header")
     return key
 
 
@@ -138,6 +150,7 @@ class Placing:
     def __init__(self) -> None:
         self._keys: set[tuple[int, str]] = set()
         self._lock = threading.Lock()
+        self._janitor = 0  # the pid whose thread forgets old keys (forget_old_keys)
 
     def place(self, store: Store, body: dict[str, Any], api_key_id: int,
               key: str) -> Placed:
@@ -151,13 +164,41 @@ class Placing:
         try:
             new = {"petId": body["petId"], "quantity": body["quantity"]}
             if body.get("shipDate") is not None:
-                new["shipDate"] = parse_time(body["shipDate"])
-            return store.place_order(new, api_key_id, key, fingerprint(body), utc_now())
-        except InvalidOrder as exc:
-            raise InvalidParameter("shipDate", str(exc).removeprefix("shipDate ")) from None
+                new["shipDate"] = body_time(body["shipDate"])
+            placed = store.place_order(new, api_key_id, key, fingerprint(body), utc_now())
         finally:
             with self._lock:
                 self._keys.discard(claim)
+        if self._janitor != os.getpid():  # one per process; a forked worker has none
+            self._janitor = os.getpid()
+            threading.Thread(target=forget_old_keys, args=(store,), daemon=True,
+                             name="petstore-idempotency-keys").start()
+        return placed
+
+
+def body_time(text: Any, name: str = "shipDate") -> str:
+    """A date-time member of a request body, as stored; raises InvalidParameter."""
+    try:
+        return parse_time(text, name)
+    except InvalidOrder as exc:
+        raise InvalidParameter(name, str(exc).removeprefix(f"{name} "),
+                               where="body member") from None
+
+
+def forget_old_keys(store: Store, every: float = PURGE_EVERY) -> None:
+    """Forget the idempotency keys older than KEYS_KEPT, now and every PURGE_EVERY seconds,
+    for ever: run from a thread of its own, off every request's path."""
+    while True:
+        before = format_time(dt.datetime.now(dt.UTC) - KEYS_KEPT)
+        try:
+            gone = store.purge_idempotency_keys(before)
+            if gone:
+                log.info("forgot %d idempotency keys made before %s", gone, before)
+        except PetstoreError as exc:
+            log.warning("could not forget old idempotency keys: %s", exc.message)
+        finally:
+            store.close()  # this thread's connection, if the store keeps one
+        time.sleep(every)
 
 
 class InvalidOrder(ValueError):

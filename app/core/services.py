@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.core.config import Settings
 from app.core.errors import StoreUnavailable
 from app.core.keys import Keyring, LastUsed
 from app.core.listing import ListCache
+from app.core.orders import Placing
 from app.core.quotas.counters import storage_probe
 from app.core.storage import Store, open_store
 
@@ -28,6 +29,8 @@ class Services:
     # Checks the quota storage for /readyz; None where its failure cannot make the
     # service unready (quotas off, or falling back to process memory: D16).
     quota_probe: Callable[[], bool] | None = None
+    # The idempotency keys this process is placing orders under (D23).
+    placing: Placing = field(default_factory=Placing)
 
 
 def open_services(settings: Settings) -> Services:

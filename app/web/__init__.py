@@ -29,6 +29,7 @@ from app.core.quotas.plans import anonymous_plan, load_plans
 from app.core.services import Services, open_services
 from app.web import connexion_internals as internals
 from app.web.access import AccessLog, DecidedHeaders
+from app.web.bodies import BodyLimit
 from app.web.bridge import WSGIBridge
 from app.web.conditional import LIST_OPERATION, AnswerCache, Revalidation
 from app.web.cors import Cors
@@ -149,6 +150,7 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
     app.add_middleware(Revalidation, position=MiddlewarePosition.BEFORE_CONTEXT, store=store)
     app.add_middleware(AnswerCache, position=MiddlewarePosition.BEFORE_CONTEXT, store=store,
                        operations=CACHED_ANSWERS, max_bytes=settings.page_cache_bytes)
+    app.add_middleware(BodyLimit, position=MiddlewarePosition.BEFORE_VALIDATION)
     app.add_middleware(KeyringForRequests, position=MiddlewarePosition.BEFORE_SECURITY,
                        keyring=services.keyring,
                        write_operations=frozenset(op for op, (_, d) in operations.items()

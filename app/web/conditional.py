@@ -46,10 +46,28 @@ def content_etag(body: bytes) -> str:
     return f'W/"{hashlib.blake2b(body, digest_size=12).hexdigest()}"'
 
 
-def tagged_json(body: bytes, headers: dict[str, str] | None = None) -> flask.Response:
-    """A JSON body with its ETag, or 304 and no body when the request's If-None-Match
-    matches it."""
-    tag = content_etag(body)
+def order_etag(version: int) -> str:
+    """The strong ETag of one order at a version (D25)."""
+    return f'"{version}"'
+
+
+def if_match_versions(header: str | None) -> set[int] | None:
+    """The versions an If-Match header names (RFC 9110 section 13.1.1: strong comparison, so
+    a weak tag names none); None when there is no header, or it is * (any version)."""
+    if header is None:
+        return None
+    tags = [tag.strip() for tag in header.split(",")]
+    if "*" in tags:
+        return None
+    return {int(tag[1:-1]) for tag in tags
+            if len(tag) > 2 and tag[0] == tag[-1] == '"' and tag[1:-1].isdigit()}
+
+
+def tagged_json(body: bytes, headers: dict[str, str] | None = None,
+                tag: str | None = None) -> flask.Response:
+    """A JSON body with its ETag (tag, or a digest of the body), or 304 and no body when the
+    request's If-None-Match matches it."""
+    tag = tag or content_etag(body)
     given = flask.request.headers.get("If-None-Match")
     if given is not None and matches(given, tag):
         response = flask.Response(status=304, headers={"ETag": tag})

@@ -20,15 +20,22 @@ from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from starlette.exceptions import HTTPException
 
 from app.core.errors import (
+    IdempotencyKeyInUse,
+    IdempotencyKeyReused,
     InvalidParameter,
     NotReady,
     OrderAlreadyShipped,
+    OrderCancelled,
     OrderNotFound,
+    OrderNotShipped,
     PetNotFound,
     PetstoreError,
+    PreconditionFailed,
     StoreUnavailable,
 )
 from app.web.access import request_id_of
+from app.web.bodies import MAX_BODY_BYTES
+from app.web.conditional import order_etag
 from app.web.routing import allowed_methods
 
 log = logging.getLogger("petstore.errors")
@@ -103,6 +110,8 @@ _HTTP_CODES = {
     400: ("invalid_request", "The request is not valid."),
     404: ("not_found", "There is nothing at this path."),
     405: ("method_not_allowed", "This path does not support that method."),
+    413: ("payload_too_large", f"The request body is larger than {MAX_BODY_BYTES} bytes."),
+    415: ("unsupported_media_type", "Send the request body as application/json."),
 }
 
 
@@ -167,9 +176,21 @@ def _domain(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
         return error_response(404, "pet_not_found", exc.message)
     if isinstance(exc, OrderAlreadyShipped):
         return error_response(409, "order_already_shipped", exc.message)
+    if isinstance(exc, OrderCancelled):
+        return error_response(409, "order_cancelled", exc.message)
+    if isinstance(exc, OrderNotShipped):
+        return error_response(409, "order_not_shipped", exc.message)
+    if isinstance(exc, PreconditionFailed):  # RFC 9110 section 13.1.1, D25
+        return error_response(412, "precondition_failed", exc.message,
+                              {"ETag": order_etag(exc.version)})
+    if isinstance(exc, IdempotencyKeyReused):
+        return error_response(422, "idempotency_key_reused", exc.message)
+    if isinstance(exc, IdempotencyKeyInUse):
+        return error_response(409, "idempotency_key_in_use", exc.message,
+                              {"Retry-After": "1"})
     if isinstance(exc, InvalidParameter):
         return error_response(400, "invalid_request",
-                              f"The query parameter {exc.name} {exc.message}")
+                              f"The {exc.where} {exc.name} {exc.message}")
     if isinstance(exc, StoreUnavailable):
         log.warning("store unavailable: %s", exc.message)
         return error_response(

@@ -39,7 +39,18 @@ V2_CANCEL_KEEPS = {
     "include-path": "/store/orders/{orderId}",  # GET and DELETE: the check spans both
     "checks": {"use_after_free": {"enabled": False}},
 }
-V2_OPERATIONS = [V2_CURSOR, V2_CANCEL_KEEPS]
+# The writes of 2.1.0 may refuse schema-valid data in ways no JSON Schema can rule out: 412
+# when a generated If-Match is not the order's current version (D25); 409 when the order is
+# not in a state the move starts from (shipped, cancelled, not yet shipped) or a generated
+# Idempotency-Key is in use; 422 when a generated key comes again with another body (D23);
+# and 400 when a generated date-time is one RFC 3339 allows that the store cannot hold (a
+# leap second, or more digits of a second than microseconds).
+WRITES_REFUSE = ["2xx", "400", "401", "403", "404", "409", "412", "422", "429", "5xx"]
+V2_WRITES = [{"include-operation-id": operation,
+              "checks": {"positive_data_acceptance": {"expected-statuses": WRITES_REFUSE}}}
+             for operation in ("placeOrder", "shipOrder", "completeOrder", "cancelOrder")]
+# The first configuration an operation matches applies: the writes' first.
+V2_OPERATIONS = [*V2_WRITES, V2_CURSOR, V2_CANCEL_KEEPS]
 
 
 class ManyClients:
@@ -103,8 +114,10 @@ schema_v2 = schemathesis.pytest.from_fixture("api_schema_v2")
 
 
 def _call(case: Any, contract: dict[str, Any]) -> None:
-    authorization = f"Bearer {contract['key']}"
-    response = case.call_and_validate(headers={"Authorization": authorization})
+    # The key comes from the configuration's auth, which schemathesis leaves out of the
+    # negative cases that test a missing Authorization (a header added here would undo
+    # them: such a case was then accepted, and failed at random).
+    response = case.call_and_validate()
     if case.meta is not None and case.meta.generation.mode is GenerationMode.POSITIVE:
         # A valid request refused for its key means the run tests nothing but 401s.
         assert response.status_code != 401, "the contract's API key was refused"
@@ -126,14 +139,8 @@ def test_every_v2_operation_follows_the_contract(case: Any, contract: dict[str, 
 
 @pytest.mark.parametrize("version", ["/v1", "/v2"])
 def test_stateful_sequences_follow_the_contract(contract: dict[str, Any], version: str) -> None:
-    machine = contract[version].as_state_machine()
-    authorization = f"Bearer {contract['key']}"
-
-    class Machine(machine):  # type: ignore[misc, valid-type]
-        def get_call_kwargs(self, case: Any) -> dict[str, Any]:
-            return {"headers": {"Authorization": authorization}}
-
-    Machine.run(settings=hypothesis.settings(
+    machine = contract[version].as_state_machine()  # its key: the configuration's auth
+    machine.run(settings=hypothesis.settings(
         max_examples=MAX_EXAMPLES, deadline=None, stateful_step_count=6,
         suppress_health_check=list(hypothesis.HealthCheck),
     ))

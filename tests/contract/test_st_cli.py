@@ -22,10 +22,27 @@ FUZZ_EXAMPLES = 500  # per operation and phase: about 4,000 requests in all
 CONFIG = """
 [warnings]
 fail-on = ["missing_auth"]
+
+# A path with a newline never reaches an operation (tests/web/test_orders_api.py): the
+# fuzzing phase's getPet with such a petId is the service's 404 not_found for an unknown
+# path, which carries no deprecation headers, where getPet's own answers do (tested in
+# tests/web/test_pets.py). So the required-header check is off for getPet alone.
+[[operations]]
+include-operation-id = "getPet"
+checks.missing_required_header.enabled = false
 """
+# The writes of 2.1.0 may refuse schema-valid data with 409, 412, 422 or 400 (the reasons are
+# in tests/contract/test_schemathesis.py). The first configuration an operation matches
+# applies: theirs first.
+V2_CONFIG = CONFIG + "".join(f"""
+[[operations]]
+include-operation-id = "{operation}"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409",
+                                                     "412", "422", "429", "5xx"]
+""" for operation in ("placeOrder", "shipOrder", "completeOrder", "cancelOrder"))
 # v2's listOrders may refuse schema-valid data with 400: a forged cursor (the reason is in
 # tests/contract/test_schemathesis.py).
-V2_CONFIG = CONFIG + """
+V2_CONFIG += """
 [[operations]]
 include-path = "/store/orders"
 include-method = "GET"
@@ -56,7 +73,11 @@ def live_server(folder: Path, version: str = "/v1") -> Iterator[tuple[str, str, 
     the schemathesis configuration."""
     config = folder / "schemathesis.toml"
     config.write_text(V2_CONFIG if version == "/v2" else CONFIG)
-    with serving(folder, ban_seconds="0", anonymous_plan="business") as server:
+    # Request heads of up to 1 MiB: the fuzzing phase generates query strings past the
+    # worker's 16 KiB bound, which are answered 431 before the application (DESIGN.md D27,
+    # tested in tests/e2e/test_slow_clients.py), a bound of the transport, not the contract.
+    with serving(folder, ban_seconds="0", anonymous_plan="business",
+                 head_max_bytes=str(1024 * 1024)) as server:
         server.petstore("init", "--demo")
         key = server.petstore("keys", "create", "--plan", "enterprise", "--per-minute",
                               "1000000000", "--per-day", "1000000000").stdout.strip()

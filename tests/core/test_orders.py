@@ -152,12 +152,13 @@ def test_an_unknown_order_is_not_found_whatever_version_is_named(store: FakeStor
 
 
 @pytest.mark.parametrize(("header", "key"), [
-    ("abc-123", "abc-123"), ('"abc 123"', "abc 123"), (" x ", "x"), ("k" * 255, "k" * 255)])
+    ("abc-123", "abc-123"), ('"abc 123"', "abc 123"), ('""', '""'), ("k" * 255, "k" * 255),
+    (f'"{"k" * 255}"', "k" * 255)])
 def test_an_idempotency_key_is_printable_ascii_bare_or_quoted(header: str, key: str) -> None:
     assert orders.idempotency_key(header) == key
 
 
-@pytest.mark.parametrize("header", ["", '""', "k" * 256, "caf\u00e9", "a\tb", '"a"b"'])
+@pytest.mark.parametrize("header", ["", "k" * 256, f'"{"k" * 256}"', "caf\u00e9", "a\tb"])
 def test_a_malformed_idempotency_key_is_refused(header: str) -> None:
     with pytest.raises(InvalidParameter) as info:
         orders.idempotency_key(header)

@@ -157,7 +157,9 @@ def test_a_page_and_an_order_answer_a_matching_if_none_match_with_304(
     for url in (f"{LIST}?limit=3", f"{LIST}/101"):
         first = client.get(url, headers=auth)
         tag = first.headers["etag"]
-        assert tag.startswith('W/"')
+        # Pages carry a weak ETag of their content, single orders a strong one of their
+        # version (D25).
+        assert tag.startswith('W/"' if "limit" in url else '"')
         again = client.get(url, headers={**auth, "If-None-Match": tag})
         assert again.status_code == 304 and again.content == b""
         assert again.headers["etag"] == tag
@@ -205,7 +207,7 @@ def test_a_method_the_path_does_not_take_is_405_listing_every_method_it_does(
     response = client.put(f"{LIST}/1", headers=auth)
     assert_error(response, 405, "method_not_allowed")
     assert response.headers["allow"] == "DELETE, GET, HEAD"
-    assert client.post(LIST, headers=auth).headers["allow"] == "GET, HEAD"
+    assert client.put(LIST, headers=auth).headers["allow"] == "GET, HEAD, POST"
     assert client.put("/v1/store/orders/1", headers=auth).headers["allow"] == "DELETE"
 
 
@@ -237,9 +239,9 @@ class CountingStore:
         self.reads += 1
         return self.inner.page_orders(*args)
 
-    def get_order(self, order_id: int) -> Any:
+    def get_versioned_order(self, order_id: int) -> Any:
         self.reads += 1
-        return self.inner.get_order(order_id)
+        return self.inner.get_versioned_order(order_id)
 
 
 def test_repeats_are_answered_from_the_cache_until_any_order_changes(
@@ -279,7 +281,7 @@ def test_a_failing_store_is_a_500_or_503_error_object_in_v2_too(
         def page_orders(self, *args: Any) -> Any:
             raise RuntimeError("secret internals: SELECT * FROM orders")
 
-        def get_order(self, order_id: int) -> Any:
+        def get_versioned_order(self, order_id: int) -> Any:
             raise StoreUnavailable("SQLite: database is locked")
 
     wrap_store(app, Failing)

@@ -84,6 +84,10 @@ class Store(Protocol):
         when given), in one conditional write."""
         ...
 
+    def get_versioned_order(self, order_id: int) -> tuple[dict[str, Any], int] | None:
+        """The order with this id and its version (D25), read together, or None."""
+        ...
+
     def order_version(self, order_id: int) -> int | None:
         """The order's version (D25), or None when there is no such order."""
         ...

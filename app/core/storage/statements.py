@@ -204,6 +204,12 @@ class SqlStore:
                           (order_id,))
         return order_fields(rows[0]) if rows else None
 
+    def get_versioned_order(self, order_id: int) -> tuple[dict[str, Any], int] | None:
+        """The order with this id and its version (D25), read together, or None."""
+        rows = self._rows(f"SELECT {ORDER_COLUMNS}, version FROM orders "
+                          f"WHERE id = {self.PARAM}", (order_id,))
+        return (order_fields(rows[0][:-1]), int(rows[0][-1])) if rows else None
+
     def page_orders(self, query: OrderQuery, after: Position | None,
                     limit: int) -> list[tuple[str, str | None, int]]:
         """Up to limit orders the query selects, in its sort, after the position (keyset: each

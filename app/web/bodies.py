@@ -1,0 +1,63 @@
+"""Request bodies (DESIGN.md D22): at most MAX_BODY_BYTES, else 413 payload_too_large,
+whether its Content-Length says so at once or a chunked body grows past it; and a JSON body
+that is not UTF-8 is 400 invalid_request (Connexion's JSON validator decodes it unguarded, a
+UnicodeDecodeError and so a 500). Added before Connexion's validation
+(MiddlewarePosition.BEFORE_VALIDATION), so the quotas have counted the request, and the
+problem it raises is answered by the error handlers with the Error body. Only POST carries
+a body here; GET and DELETE bodies are ignored, as ever (D6)."""
+
+from __future__ import annotations
+
+from connexion.exceptions import BadRequestProblem, ClientProblem
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+MAX_BODY_BYTES = 16 * 1024
+
+
+def too_large() -> ClientProblem:
+    return ClientProblem(status=413, title="Payload Too Large",
+                         detail=f"The request body is larger than {MAX_BODY_BYTES} bytes.")
+
+
+class BodyLimit:
+    """Reads a POST's body (at most MAX_BODY_BYTES: 413 past it, read no further), checks
+    that a JSON one is UTF-8, and hands it on whole."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        length = headers.get(b"content-length", b"")
+        if length.isdigit() and int(length) > MAX_BODY_BYTES:
+            raise too_large()
+        body, more = b"", True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client left
+                await self.app(scope, _replay([message], receive), send)
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > MAX_BODY_BYTES:
+                raise too_large()
+        if b"json" in headers.get(b"content-type", b"").lower():
+            try:
+                body.decode("utf-8")
+            except UnicodeDecodeError:
+                raise BadRequestProblem(
+                    detail="The request body is not valid JSON: it is not UTF-8.") from None
+        await self.app(scope, _replay([{"type": "http.request", "body": body}], receive), send)
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """receive, with these messages first."""
+    pending = list(messages)
+
+    async def replaying() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    return replaying

@@ -230,3 +230,17 @@ def test_a_single_order_has_a_strong_etag_that_every_change_raises(
     # ... a change from outside the API (the CLI, another host) raises its version.
     changed = client.get(f"{LIST}/2", headers={**auth, "If-None-Match": '"1"'})
     assert changed.status_code == 200 and changed.headers["etag"] == '"2"'
+
+
+def test_each_write_counts_once_against_the_quota(client: Any, auth: dict[str, str]) -> None:
+    def remaining(response: Any) -> int:
+        return int(response.headers["x-ratelimit-remaining"])
+
+    seen = [remaining(client.get(f"{LIST}/1", headers=auth))]
+    seen.append(remaining(place(client, auth)))
+    seen.append(remaining(place(client, auth)))  # a replay counts too
+    seen.append(remaining(client.post(f"{LIST}/5/ship", headers=auth)))
+    seen.append(remaining(client.post(f"{LIST}/5/complete", headers=auth)))
+    seen.append(remaining(client.post(f"{LIST}/5/complete", headers={**auth,
+                                                                    "If-Match": '"1"'})))
+    assert seen == list(range(seen[0], seen[0] - 6, -1))

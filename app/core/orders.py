@@ -196,6 +196,8 @@ def forget_old_keys(store: Store, every: float = PURGE_EVERY) -> None:
                 log.info("forgot %d idempotency keys made before %s", gone, before)
         except PetstoreError as exc:
             log.warning("could not forget old idempotency keys: %s", exc.message)
+        except Exception:  # never let the thread die: the next hour tries again
+            log.exception("could not forget old idempotency keys")
         finally:
             store.close()  # this thread's connection, if the store keeps one
         time.sleep(every)

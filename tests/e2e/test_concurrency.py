@@ -94,7 +94,7 @@ def test_cancels_racing_the_cli_ship_end_each_order_cancelled_or_shipped(
         line = next(line for line in said.splitlines() if line.startswith(f"order {order_id}:"))
         if cancels[order_id] == 204:
             assert final[order_id] == "cancelled", order_id
-            assert "cancelled, so it cannot ship" in line, line
+            assert "is cancelled and cannot be shipped" in line, line
         else:
             assert cancels[order_id] == 409, (order_id, cancels[order_id])
             assert final[order_id] == "shipped", order_id

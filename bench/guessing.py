@@ -15,12 +15,10 @@ import statistics
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 
-from bench.harness import Load, free_port, median_load, say, server, table, wrk
+from bench.harness import Load, free_port, median_load, say, scratch_postgres, server, table, wrk
 from bench.quotas import GUNICORN, prepare
-from bench.stores import _with_database
 
 LIST = "/v1/store/orders"
 RANDOM_TOKENS = """
@@ -65,21 +63,10 @@ def main() -> None:
         help="a PostgreSQL where the benchmark may create its database")
     args = parser.parse_args()
 
-    import psycopg
-
-    name = f"petstore_bench_{uuid.uuid4().hex[:8]}"
-    try:
-        with psycopg.connect(args.postgres, autocommit=True, connect_timeout=3) as admin:
-            admin.execute(f'CREATE DATABASE "{name}"')
-    except psycopg.OperationalError as exc:
-        say(f"skipping the guessing benchmark: PostgreSQL does not answer ({exc})")
-        return
-    try:
-        with tempfile.TemporaryDirectory(prefix="petstore-bench-") as folder:
-            run(args, _with_database(args.postgres, name), Path(folder))
-    finally:
-        with psycopg.connect(args.postgres, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_postgres(args.postgres, "guessing") as database, \
+            tempfile.TemporaryDirectory(prefix="petstore-bench-") as folder:
+        if database is not None:
+            run(args, database, Path(folder))
 
 
 def run(args: argparse.Namespace, database: str, folder: Path) -> None:

@@ -161,6 +161,34 @@ class Load:
 _UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
 
+@contextmanager
+def scratch_postgres(admin_url: str, benchmark: str) -> Iterator[str | None]:
+    """The URL of a database of the benchmark's own on the PostgreSQL of admin_url, dropped
+    afterwards; None, saying so, where that PostgreSQL does not answer."""
+    import uuid
+    from urllib.parse import urlsplit
+
+    import psycopg
+
+    from app.core.config import redacted
+
+    name = f"petstore_bench_{uuid.uuid4().hex[:8]}"
+    try:
+        with psycopg.connect(admin_url, autocommit=True, connect_timeout=3) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.OperationalError as exc:
+        say(f"skipping the {benchmark} benchmark: PostgreSQL at {redacted(admin_url)} does "
+            f"not answer ({str(exc).strip().splitlines()[0]}); set --postgres or "
+            "PETSTORE_BENCH_POSTGRES_URL")
+        yield None
+        return
+    try:
+        yield urlsplit(admin_url)._replace(path=f"/{name}").geturl()
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def _latency(output: str, percentile: str) -> float:
     match = re.search(rf"^\s*{percentile}%\s+([\d.]+)(us|ms|s)\s*$", output, re.M)
     return float(match.group(1)) * _UNITS[match.group(2)] if match else float("nan")

@@ -17,13 +17,20 @@ import argparse
 import os
 import statistics
 import tempfile
-import uuid
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from app.core.config import redacted
-from bench.harness import Load, free_port, median_load, say, server, table, wrk
+from bench.harness import (
+    Load,
+    free_port,
+    median_load,
+    say,
+    scratch_postgres,
+    server,
+    table,
+    wrk,
+)
 from bench.quotas import GUNICORN, LIST, prepare
 from bench.service import DELETE_SCRIPT, measure
 
@@ -41,22 +48,10 @@ def main() -> None:
              "(default $PETSTORE_BENCH_POSTGRES_URL or the local server)")
     args = parser.parse_args()
 
-    import psycopg
-
-    name = f"petstore_bench_{uuid.uuid4().hex[:8]}"
-    try:
-        with psycopg.connect(args.postgres, autocommit=True, connect_timeout=3) as admin:
-            admin.execute(f'CREATE DATABASE "{name}"')
-    except psycopg.OperationalError as exc:
-        say(f"skipping the stores benchmark: PostgreSQL at {redacted(args.postgres)} does "
-            f"not answer ({str(exc).strip().splitlines()[0]}); set --postgres or "
-            "PETSTORE_BENCH_POSTGRES_URL")
-        return
-    try:
-        rows = run(args, _with_database(args.postgres, name))
-    finally:
-        with psycopg.connect(args.postgres, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_postgres(args.postgres, "stores") as database:
+        if database is None:
+            return
+        rows = run(args, database)
     print("\nThe service over each store: medians of rounds; ratios are medians of each "
           "round's ratio")
     print(table(rows))

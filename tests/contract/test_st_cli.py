@@ -22,15 +22,13 @@ FUZZ_EXAMPLES = 500  # per operation and phase: about 4,000 requests in all
 CONFIG = """
 [warnings]
 fail-on = ["missing_auth"]
-
-# A path with a newline never reaches an operation (tests/web/test_orders_api.py): the
-# fuzzing phase's getPet with such a petId is the service's 404 not_found for an unknown
-# path, which carries no deprecation headers, where getPet's own answers do (tested in
-# tests/web/test_pets.py). So the required-header check is off for getPet alone.
-[[operations]]
-include-operation-id = "getPet"
-checks.missing_required_header.enabled = false
 """
+# A path with a newline never reaches an operation (tests/web/test_orders_api.py): a fuzzed
+# getPet with such a petId is the service's 404 not_found for an unknown path, without the
+# deprecation headers getPet's own answers carry (tests/web/test_pets.py), and the CLI does
+# not honour a check turned off for one operation. So the live runs leave out v1's getPet, a
+# deprecated operation the in-process runs (test_schemathesis.py) still cover.
+V1_EXCLUDED = ["--exclude-operation-id", "getPet"]
 # The writes of 2.1.0 may refuse schema-valid data with 409, 412, 422 or 400 (the reasons are
 # in tests/contract/test_schemathesis.py). The first configuration an operation matches
 # applies: theirs first.
@@ -57,7 +55,7 @@ V2_EXCLUDED = ["--exclude-checks", "use_after_free"]
 
 def st_run(url: str, key: str, config: Path, examples: int = 60,
            seed: int = 1) -> subprocess.CompletedProcess[str]:
-    excluded = V2_EXCLUDED if "/v2/" in url else []
+    excluded = V2_EXCLUDED if "/v2/" in url else V1_EXCLUDED
     return subprocess.run(
         [*ST, "--config-file", str(config), "run", url,
          "--checks", "all", *excluded, "--phases", "examples,coverage,fuzzing,stateful",

@@ -21,8 +21,8 @@ from typing import IO, Any
 import click
 import orjson
 
+from app.core import feed, orders, paging, pets
 from app.core import keys as api_keys
-from app.core import orders, paging, pets
 from app.core.config import Settings, SettingsError, redacted
 from app.core.errors import (
     DuplicateKey,
@@ -31,6 +31,7 @@ from app.core.errors import (
     InvalidParameter,
     OrderNotFound,
     PetstoreError,
+    ResyncRequired,
 )
 from app.core.logs import configure_logging
 from app.core.metrics import MADE_FOR_THIS_RUN
@@ -547,6 +548,40 @@ def _move_each(order_ids: tuple[int, ...], move: Callable[[Store, int], Transiti
         refused += 1
     if refused:
         raise SystemExit(1)
+
+
+@orders_group.command("changes")
+@click.option("--after", metavar="CURSOR",
+              help="Go on from this cursor: the `next` of an earlier answer of the API's "
+                   "feed, or the one this command printed last. From the beginning without "
+                   "it.")
+@click.option("--follow", is_flag=True,
+              help="Keep printing changes as they are made, until interrupted (Ctrl-C).")
+def orders_changes(after: str | None, follow: bool) -> None:
+    """Print the feed of changed orders as JSON lines, as v2's /store/order-changes gives
+    it: each order changed after the cursor, once, in its current state, in the order of
+    the changes (every order, from the beginning). The cursor to go on from is printed
+    last, on standard error, as `next: CURSOR`."""
+    store = _store()
+    cursor = after
+    try:
+        while True:
+            try:
+                page = feed.changes(store, cursor, feed.LIMIT_MAX)
+            except InvalidParameter as exc:
+                raise click.BadParameter(f"It {exc.message}", param_hint="--after") from None
+            except ResyncRequired as exc:
+                raise click.ClickException(exc.message) from None
+            for text in page.orders:
+                click.echo(text)
+            cursor = page.next
+            if len(page.orders) < feed.LIMIT_MAX:
+                if not follow:
+                    break
+                time.sleep(feed.FOLLOW_SECONDS)
+    except KeyboardInterrupt:
+        pass
+    say(f"next: {cursor}")
 
 
 @orders_group.command("list")

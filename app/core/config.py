@@ -339,6 +339,13 @@ SETTINGS: tuple[Setting, ...] = (
         _non_negative_int,
     ),
     Setting(
+        "FEED_MAX_WAITING",
+        "1000",
+        "Requests of the feed of changed orders that one worker holds waiting for a change "
+        "(`wait`); beyond it a request is answered at once with what there is.",
+        _positive_int,
+    ),
+    Setting(
         "GZIP_LEVEL",
         "5",
         "gzip level (1 fastest to 9 smallest) for responses of 1 kB or more to clients "
@@ -395,6 +402,7 @@ class Settings:
     ban_seconds: int = _default("BAN_SECONDS")
     list_cache_bytes: int = _default("LIST_CACHE_BYTES")
     page_cache_bytes: int = _default("PAGE_CACHE_BYTES")
+    feed_max_waiting: int = _default("FEED_MAX_WAITING")
     gzip_level: int = _default("GZIP_LEVEL")
     validate_responses: bool = _default("VALIDATE_RESPONSES")
 

@@ -105,3 +105,13 @@ class InvalidParameter(PetstoreError):
         super().__init__(message)
         self.name = name
         self.where = where  # query parameter, header, body member
+
+
+class ResyncRequired(PetstoreError):
+    """A feed cursor this database could not have given as it is now (D26): it comes from
+    another database, or from after the point a backup restored this one to."""
+
+    def __init__(self) -> None:
+        super().__init__("This cursor was not given by this database as it is now (it comes "
+                         "from another database, or from before a restore of a backup): "
+                         "start again without `after` and rebuild your copy of the orders.")

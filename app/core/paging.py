@@ -21,6 +21,7 @@ import datetime as dt
 import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -98,17 +99,14 @@ def _check(payload: bytes) -> bytes:
     return hashlib.blake2b(payload, key=_CHECK_KEY, digest_size=_CHECK_BYTES).digest()
 
 
-def encode_cursor(query: OrderQuery, after: Position) -> str:
-    """The opaque, URL-safe cursor of the page that starts after this position."""
-    payload = orjson.dumps([CURSOR_VERSION, fingerprint(query), after.ship_date, after.id])
-    raw = payload + _check(payload)
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+def seal(values: list[Any]) -> str:
+    """Values as an opaque, URL-safe cursor that carries a checksum of them."""
+    payload = orjson.dumps(values)
+    return base64.urlsafe_b64encode(payload + _check(payload)).rstrip(b"=").decode("ascii")
 
 
-def decode_cursor(cursor: str, query: OrderQuery) -> Position:
-    """The position a cursor names, if it is intact and was made for this query."""
-    edited = InvalidParameter("cursor", "is not one this service "
-                                        "gave out (it was changed or cut short).")
+def unseal(cursor: str, edited: Exception) -> list[Any]:
+    """The values a cursor made by seal carries; raises edited if it was changed or cut."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
     except (binascii.Error, ValueError):
@@ -117,8 +115,26 @@ def decode_cursor(cursor: str, query: OrderQuery) -> Position:
     if len(raw) <= _CHECK_BYTES or _check(payload) != check:
         raise edited
     try:
-        version, made_for, ship_date, order_id = orjson.loads(payload)
-    except (orjson.JSONDecodeError, ValueError, TypeError):
+        values = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        raise edited from None
+    if not isinstance(values, list):
+        raise edited
+    return values
+
+
+def encode_cursor(query: OrderQuery, after: Position) -> str:
+    """The opaque, URL-safe cursor of the page that starts after this position."""
+    return seal([CURSOR_VERSION, fingerprint(query), after.ship_date, after.id])
+
+
+def decode_cursor(cursor: str, query: OrderQuery) -> Position:
+    """The position a cursor names, if it is intact and was made for this query."""
+    edited = InvalidParameter("cursor", "is not one this service "
+                                        "gave out (it was changed or cut short).")
+    try:
+        version, made_for, ship_date, order_id = unseal(cursor, edited)
+    except ValueError:
         raise edited from None
     if version != CURSOR_VERSION or not isinstance(order_id, int):
         raise edited

@@ -4,6 +4,7 @@ the keyring, the list cache and the quota storage's probe, opened in one place."
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -39,6 +40,9 @@ def open_services(settings: Settings) -> Services:
     store = open_store(settings, migrate=False)
     try:
         store.migrate()
+        # Each start begins an era of the feed's positions (D26): a cursor from after the
+        # point a backup restored the database to is then told apart from one of now.
+        store.begin_era(secrets.token_hex(8))
     except StoreUnavailable as exc:
         # A worker that starts while its database is down (restarted by gunicorn during an
         # outage, say) serves 503s until it answers; the PostgreSQL store migrates then.

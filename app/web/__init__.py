@@ -4,7 +4,8 @@ The request path, outermost first (MiddlewarePosition names where Connexion puts
 
     CORS (cors.py) -> Connexion's server errors -> paced bodies (encoding.py)
       -> request id + access log (access.py) -> gzip (encoding.py) -> quotas (ratelimit.py)
-      -> Connexion's exceptions, document server and routing -> deprecation
+      -> the feed's long polling (longpoll.py) -> Connexion's exceptions, document server
+      and routing -> deprecation
       -> keyring (security.py) -> RoutedOnly (routing.py) -> Connexion's security, request
       and response validation -> decided headers (access.py) -> 304 (conditional.py)
       -> Connexion's context -> the bridge (bridge.py) -> Flask -> handlers/ -> app.core
@@ -37,6 +38,7 @@ from app.web.deprecation import Deprecations, retirements
 from app.web.encoding import Compression, OrjsonJsonifier, PacedBodies
 from app.web.errors import register_error_handlers, server_error_handler
 from app.web.handlers import SERVICES
+from app.web.longpoll import LongPoll
 from app.web.ratelimit import RateLimitMiddleware
 from app.web.routing import APIS, OPENAPI_DIR, OPS, V1, V2, RoutedOnly, TagResolver
 from app.web.security import KeyringForRequests
@@ -140,6 +142,10 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
             quotas=Quotas(settings),
             exempt_prefixes=UNMETERED_PREFIXES,
         )
+    # Inside the quotas, so that a waiting request counts once, when it arrives.
+    app.add_middleware(LongPoll, position=MiddlewarePosition.BEFORE_EXCEPTION, store=store,
+                       path=f"{V2.base_path}/store/order-changes",
+                       max_waiting=settings.feed_max_waiting)
     app.add_middleware(
         Deprecations, position=MiddlewarePosition.BEFORE_SECURITY,
         retired=retirements({op: d for op, (_, d) in operations.items()}),

@@ -52,6 +52,7 @@ from uvicorn_worker import UvicornWorker
 from app.core import metrics
 from app.core.config import Settings
 from app.web.errors import error_body
+from app.web.longpoll import release_waiting
 
 log = logging.getLogger("petstore.worker")
 
@@ -347,6 +348,13 @@ class Server(UvicornServer):
         # As uvicorn's startup ends: without it, serve() skips the graceful shutdown (the
         # shutdown test caught answers cut at SIGTERM).
         self.started = True
+
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # Waiting feed requests are answered now, with what they have (D26), rather than
+        # holding the shutdown for the rest of their wait.
+        release_waiting()
+        await super().shutdown(sockets)
 
 
 class Worker(UvicornWorker):

@@ -14,7 +14,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from app.core.config import Settings, store_kind
-from app.core.storage.records import ApiKey, OrderQuery, Placed, Position, Transition
+from app.core.storage.records import (
+    ApiKey,
+    Changes,
+    OrderQuery,
+    Placed,
+    Position,
+    Transition,
+)
 from app.core.storage.sqlite import SQLiteStore
 
 
@@ -45,6 +52,17 @@ class Store(Protocol):
 
     def revision(self) -> int:
         """A number that every change to the orders raises, from any process or host."""
+        ...
+
+    def order_changes(self, after: tuple[int, int] | None, limit: int) -> Changes:
+        """Up to limit orders changed after the position (position, id), or from the
+        beginning, in the order of their last change (D26), with the revision and the
+        eras, all read in one snapshot."""
+        ...
+
+    def begin_era(self, era: str) -> int:
+        """Take a position and begin the era there, as each start of the service does
+        (D26); return the position."""
         ...
 
     def orders_json(self) -> tuple[int, bytes]:

@@ -113,3 +113,15 @@ class Position:
 
     ship_date: str | None
     id: int
+
+
+@dataclass(frozen=True)
+class Changes:
+    """One read of the feed of changed orders (DESIGN.md D26), all in one snapshot: up to
+    limit orders changed after a position, as (the order's JSON, its position, its id) in
+    the order of their last change; the latest position the database has given (its
+    revision); and its eras, (first position, era) by first position."""
+
+    rows: list[tuple[str, int, int]]
+    revision: int
+    eras: list[tuple[int, str]]

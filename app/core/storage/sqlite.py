@@ -20,8 +20,10 @@ import orjson
 import sqlite_utils
 
 from app.core.errors import DuplicateKey, DuplicateOrder, DuplicatePet, StoreUnavailable
-from app.core.storage.records import ApiKey, Placed, Transition
+from app.core.storage.records import ApiKey, Changes, Placed, Transition
 from app.core.storage.statements import (
+    FEED_ERAS,
+    FEED_SCHEMA,
     IDEMPOTENCY_FIND,
     IDEMPOTENCY_KEYS,
     KEY_LIFECYCLE,
@@ -130,6 +132,31 @@ def _add_versions_and_idempotency_keys_v7(db: sqlite_utils.Database) -> None:
         db.execute(statement)
 
 
+def _add_positions_v8(db: sqlite_utils.Database) -> None:
+    """Each order's position in the feed of changes (D26): every INSERT or UPDATE of an
+    order, whoever makes it, raises the revision and gives the order that value, in its
+    transaction (SQLite's write lock makes that commit order). The trigger of migration 7
+    that raised a version is folded into the UPDATE's: one nested UPDATE sets both. An
+    UPDATE that sets the position itself is that nested one, and takes none."""
+    db.execute("ALTER TABLE orders ADD COLUMN position INTEGER NOT NULL DEFAULT 0")
+    for old in ("orders_insert_raises_revision", "orders_update_raises_revision",
+                "orders_update_raises_version"):
+        db.execute(f"DROP TRIGGER {old}")
+    db.execute("CREATE TRIGGER orders_insert_takes_position AFTER INSERT ON orders "
+               "FOR EACH ROW BEGIN UPDATE revision SET value = value + 1; "
+               "UPDATE orders SET position = (SELECT value FROM revision) WHERE id = NEW.id; "
+               "END")
+    db.execute("CREATE TRIGGER orders_update_takes_position AFTER UPDATE ON orders "
+               "FOR EACH ROW WHEN NEW.position = OLD.position "
+               "BEGIN UPDATE revision SET value = value + 1; "
+               "UPDATE orders SET position = (SELECT value FROM revision), version = "
+               "CASE WHEN NEW.version = OLD.version THEN OLD.version + 1 ELSE NEW.version END"
+               " WHERE id = NEW.id; END")
+    for statement in FEED_SCHEMA:
+        db.execute(statement)
+    db.execute("INSERT INTO feed_eras VALUES (0, lower(hex(randomblob(8))))")
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _create_schema_v1,
     _add_bans_v2,
@@ -138,6 +165,7 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _add_list_indexes_v5,
     _add_key_lifecycle_v6,
     _add_versions_and_idempotency_keys_v7,
+    _add_positions_v8,
 )
 
 # The whole list as JSON, built by SQLite: reading rows into Python dicts costs about ten
@@ -304,6 +332,30 @@ class SQLiteStore(SqlStore):
             conn.close()
             raise
         return revision, self._pages(conn, page_size)
+
+    @_translate_errors
+    def order_changes(self, after: tuple[int, int] | None, limit: int) -> Changes:
+        """Up to limit orders changed after the position (position, id), in the order of
+        their last change, with the revision and the eras, in one read transaction."""
+        sql, params = self._changes_page(after)
+        db = self.db
+        db.execute("BEGIN")
+        try:
+            revision = db.execute("SELECT value FROM revision").fetchone()[0]
+            eras = db.execute(FEED_ERAS).fetchall()
+            rows = db.execute(sql, (*params, limit)).fetchall()
+        finally:
+            db.execute("COMMIT")
+        return Changes(rows, int(revision), [(int(f), str(e)) for f, e in eras])
+
+    @_translate_errors
+    def begin_era(self, era: str) -> int:
+        """Take a position and begin the era there (D26); return the position."""
+        with self._write() as db:
+            db.execute("UPDATE revision SET value = value + 1")
+            first = int(db.execute("SELECT value FROM revision").fetchone()[0])
+            db.execute("INSERT INTO feed_eras VALUES (?, ?)", (first, era))
+        return first
 
     @_translate_errors
     def _page(self, conn: sqlite3.Connection, after: int, size: int) -> tuple[str, int] | None:

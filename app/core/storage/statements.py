@@ -76,6 +76,20 @@ IDEMPOTENCY_FIND = ("SELECT fingerprint, order_json, order_version FROM idempote
                     "WHERE api_key_id = {p} AND idempotency_key = {p}")
 NEW_ORDER_COLUMNS = "pet_id, quantity, ship_date"
 
+# D26 (migration 8 of both stores): each order's position, the revision its last change
+# took, so that the feed of changed orders is one range of an index, in commit order. Each
+# store's triggers give it (SQLite a position a row; PostgreSQL one a transaction, taken
+# with the revision row's lock, held until commit, so that positions are given in commit
+# order even when transactions on several hosts overlap). Orders held before it are all at
+# position 0. The eras: each start of the service takes a position and begins an era
+# there, so that a cursor from a backup restored to an earlier point (whose positions
+# after the restore mean other changes) names an era this database does not have there.
+FEED_SCHEMA = (
+    "CREATE INDEX idx_orders_position_id ON orders (position, id)",
+    "CREATE TABLE feed_eras (first_position BIGINT PRIMARY KEY, era TEXT NOT NULL)",
+)
+FEED_ERAS = "SELECT first_position, era FROM feed_eras ORDER BY first_position"
+
 
 def replayed(row: tuple[Any, ...], fingerprint: str) -> Placed:
     """The first answer of an idempotency key, for a request with this fingerprint; raises
@@ -256,6 +270,14 @@ class SqlStore:
             if len(rows) >= limit:
                 break
         return rows
+
+    def _changes_page(self, after: tuple[int, int] | None) -> tuple[str, tuple[Any, ...]]:
+        """The SELECT of a feed page after a position (its limit the last parameter), and
+        its parameters but the limit: a range of the (position, id) index."""
+        p = self.PARAM
+        where = f" WHERE (position, id) > ({p}, {p})" if after else ""
+        return (f"SELECT {self.ORDER_JSON}, position, id FROM orders{where} "
+                f"ORDER BY position, id LIMIT {p}", after or ())
 
     def revision(self) -> int:
         """A number that every change to the orders raises, from any process or host."""

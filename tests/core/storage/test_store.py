@@ -70,10 +70,11 @@ def test_both_stores_have_the_same_schema_and_migrations(store: Store, place: Pl
         "api_keys": ["id", "prefix", "digest", "name", "plan", "per_minute", "per_day",
                      "created_at", "revoked_at", "banned_until", "expires_at", "scope",
                      "last_used_at", "previous_digest", "previous_until"],
+        "feed_eras": ["first_position", "era"],
         "idempotency_keys": ["api_key_id", "idempotency_key", "fingerprint", "order_id",
                              "order_json", "order_version", "created_at"],
         "orders": ["id", "pet_id", "quantity", "ship_date", "complete", "status",
-                   "cancelled_at", "cancelled_by", "version"],
+                   "cancelled_at", "cancelled_by", "version", "position"],
         "pets": ["id", "name"],
         "revision": ["id", "value"],
     }

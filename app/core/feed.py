@@ -1,0 +1,79 @@
+"""The feed of changed orders (DESIGN.md D26): what a client keeping a mirror of the orders
+asks for, "every order changed since I last looked", in the order of the changes.
+
+Each order carries the position of its last change (the stores give it in commit order,
+from any host and by any path), so the feed is a range of an index: the orders after the
+cursor's (position, id), each once, in its current state. A client that follows `next`
+from no cursor sees every order, and every later change.
+
+The cursor is sealed like the list's page cursors (paging.seal): an edited one is refused
+(400 naming `after`). It carries the era of its position: each start of the service begins
+an era at a position of its own, so a cursor from another database, or from after the
+point a backup restored this database to, names an era this database does not have at
+that position (or a position it has not reached), and is refused with ResyncRequired.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from app.core.errors import InvalidParameter, ResyncRequired
+from app.core.paging import seal, unseal
+from app.core.storage import Store
+from app.core.storage.records import Changes
+
+LIMIT_DEFAULT = 100
+LIMIT_MAX = 1000
+WAIT_MAX = 30  # seconds a request may wait for a change
+FOLLOW_SECONDS = 0.2  # how often `petstore orders changes --follow` asks again when idle
+_KIND = "changes"  # first value of a feed cursor: a page cursor is not one
+
+
+@dataclass(frozen=True)
+class Feed:
+    """One page of the feed: the changed orders (each as its JSON text), the cursor to
+    ask with next (always one; the same position when nothing changed), and the revision
+    the page was read at (a waiting request waits for a later one)."""
+
+    orders: list[str]
+    next: str
+    revision: int
+
+
+def _era(changes: Changes, position: int) -> str:
+    """The era of the database that a position falls in."""
+    firsts = [first for first, _ in changes.eras]
+    return changes.eras[max(bisect.bisect_right(firsts, position) - 1, 0)][1]
+
+
+def _position(after: str) -> tuple[str, int, int]:
+    """The era, position and id a cursor carries, if it is intact."""
+    edited = InvalidParameter("after", "is not a cursor this service gave out (it was "
+                                       "changed or cut short).")
+    values = unseal(after, edited)
+    if (len(values) != 4 or values[0] != _KIND or not isinstance(values[1], str)
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in values[2:])):
+        raise edited
+    return values[1], values[2], values[3]
+
+
+def changes(store: Store, after: str | None = None, limit: int = LIMIT_DEFAULT) -> Feed:
+    """The orders changed after the cursor (from the beginning without one), up to limit,
+    in the order of their last change, and the cursor to ask with next."""
+    if not 1 <= limit <= LIMIT_MAX:
+        raise InvalidParameter("limit", f"must be a whole number from 1 to {LIMIT_MAX}.")
+    since = _position(after) if after else None
+    read = store.order_changes(since[1:] if since else None, limit)
+    if since is not None:
+        era, position, _ = since
+        if position > read.revision or _era(read, position) != era:
+            raise ResyncRequired()
+    if read.rows:
+        _, position, order_id = read.rows[-1]
+        cursor = seal([_KIND, _era(read, position), position, order_id])
+    else:
+        # From the beginning: before every position (orders held before the feed existed
+        # are all at position 0).
+        cursor = after or seal([_KIND, _era(read, -1), -1, 0])
+    return Feed([row[0] for row in read.rows], cursor, read.revision)

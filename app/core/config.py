@@ -342,8 +342,9 @@ SETTINGS: tuple[Setting, ...] = (
         "FEED_MAX_WAITING",
         "1000",
         "Requests of the feed of changed orders that one worker holds waiting for a change "
-        "(`wait`); beyond it a request is answered at once with what there is.",
-        _positive_int,
+        "(`wait`); beyond it a request is answered at once with what there is (0: none "
+        "waits).",
+        _non_negative_int,
     ),
     Setting(
         "GZIP_LEVEL",

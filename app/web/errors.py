@@ -31,6 +31,7 @@ from app.core.errors import (
     PetNotFound,
     PetstoreError,
     PreconditionFailed,
+    ResyncRequired,
     StoreUnavailable,
 )
 from app.web.access import request_id_of
@@ -183,6 +184,8 @@ def _domain(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     if isinstance(exc, PreconditionFailed):  # RFC 9110 section 13.1.1, D25
         return error_response(412, "precondition_failed", exc.message,
                               {"ETag": order_etag(exc.version)})
+    if isinstance(exc, ResyncRequired):  # D26
+        return error_response(410, "resync_required", exc.message)
     if isinstance(exc, IdempotencyKeyReused):
         return error_response(422, "idempotency_key_reused", exc.message)
     if isinstance(exc, IdempotencyKeyInUse):

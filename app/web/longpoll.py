@@ -75,10 +75,12 @@ class RevisionWatch:
                 self.waiters.pop(future, None)
 
     def release(self) -> None:
-        """End every wait now (on the event loop)."""
+        """End every wait now (from any thread)."""
         with self.lock:
             futures = list(self.waiters)
-        self._settle([(future, False) for future in futures])
+        if futures and self.loop is not None:
+            self.loop.call_soon_threadsafe(self._settle,
+                                           [(future, False) for future in futures])
 
     def _settle(self, outcomes: list[tuple[asyncio.Future[bool], bool]]) -> None:
         for future, outcome in outcomes:

@@ -32,6 +32,12 @@ V2_CURSOR = {
     "checks": {"positive_data_acceptance": {
         "expected-statuses": ["2xx", "3xx", "400", "401", "403", "404", "409", "429", "5xx"]}},
 }
+# The feed's `after` likewise: only a cursor this service gave out is accepted (D26).
+V2_FEED = {
+    "include-operation-id": "listOrderChanges",
+    "checks": {"positive_data_acceptance": {
+        "expected-statuses": ["2xx", "400", "401", "403", "410", "429", "5xx"]}},
+}
 # And one check does not apply to one operation: use_after_free expects a resource gone
 # after its DELETE, where cancelOrder keeps the order, cancelled (DESIGN.md D2, D20), and
 # getOrder answers it with status "cancelled" (tests/web/test_orders_v2.py asserts that).
@@ -50,7 +56,7 @@ V2_WRITES = [{"include-operation-id": operation,
               "checks": {"positive_data_acceptance": {"expected-statuses": WRITES_REFUSE}}}
              for operation in ("placeOrder", "shipOrder", "completeOrder", "cancelOrder")]
 # The first configuration an operation matches applies: the writes' first.
-V2_OPERATIONS = [*V2_WRITES, V2_CURSOR, V2_CANCEL_KEEPS]
+V2_OPERATIONS = [*V2_WRITES, V2_FEED, V2_CURSOR, V2_CANCEL_KEEPS]
 
 
 class ManyClients:
@@ -73,8 +79,10 @@ def contract(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     # The quotas are not what this run tests: an Enterprise key that cannot run out, no
     # bans, and (ManyClients) each keyless request from an address of its own, so that
     # the auth checks meet 401s rather than the per-address quota's 429s.
+    # No waiting feed requests: a generated `wait` of up to 30 s would hold the run (long
+    # polling has tests of its own, tests/web/test_feed.py).
     settings = Settings(database=str(folder / "contract.db"), validate_responses=True,
-                        ban_seconds=0)
+                        ban_seconds=0, feed_max_waiting=0)
     store = open_store(settings)
     statuses = ("pending", "shipped", "cancelled")
     store.import_orders(

@@ -47,6 +47,11 @@ def _era(changes: Changes, position: int) -> str:
     return changes.eras[max(bisect.bisect_right(firsts, position) - 1, 0)][1]
 
 
+def cursor(read: Changes, position: int, order_id: int) -> str:
+    """The cursor that goes on after this position and order, in the database read."""
+    return seal([_KIND, _era(read, position), position, order_id])
+
+
 def _position(after: str) -> tuple[str, int, int]:
     """The era, position and id a cursor carries, if it is intact."""
     edited = InvalidParameter("after", "is not a cursor this service gave out (it was "
@@ -71,9 +76,9 @@ def changes(store: Store, after: str | None = None, limit: int = LIMIT_DEFAULT) 
             raise ResyncRequired()
     if read.rows:
         _, position, order_id = read.rows[-1]
-        cursor = seal([_KIND, _era(read, position), position, order_id])
+        following = cursor(read, position, order_id)
     else:
         # From the beginning: before every position (orders held before the feed existed
         # are all at position 0).
-        cursor = after or seal([_KIND, _era(read, -1), -1, 0])
-    return Feed([row[0] for row in read.rows], cursor, read.revision)
+        following = after or cursor(read, -1, 0)
+    return Feed([row[0] for row in read.rows], following, read.revision)

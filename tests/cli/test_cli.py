@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import threading
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -13,6 +18,7 @@ from app.cli import main
 from app.core import keys
 from app.core.config import Settings
 from app.core.storage import open_store
+from tests.support import PETSTORE
 
 
 @pytest.fixture
@@ -32,7 +38,7 @@ def orders_in(db: Path) -> list[dict]:
 def test_every_command_has_a_help(db: Path) -> None:
     commands = [[], ["init"], ["keys"], ["keys", "create"], ["keys", "list"],
                 ["keys", "revoke"], ["orders"], ["orders", "import"], ["orders", "ship"],
-                ["orders", "list"], ["serve"]]
+                ["orders", "list"], ["orders", "changes"], ["serve"]]
     for command in commands:
         result = run(db, *command, "--help")
         assert result.exit_code == 0, (command, result.output)
@@ -195,6 +201,36 @@ def test_orders_list_filters_by_status_and_prints_json(db: Path) -> None:
     assert "pending" in table and "shipped" in table
 
 
+def test_orders_changes_prints_the_feed_as_json_lines_and_goes_on_from_its_cursor(
+        db: Path) -> None:
+    run(db, "orders", "import", "-", input='[{"id": 1}, {"id": 2}, {"id": 3}]')
+    first = run(db, "orders", "changes")
+    assert first.exit_code == 0, first.output
+    assert [json.loads(line)["id"] for line in first.stdout.splitlines()] == [1, 2, 3]
+    cursor = first.stderr.strip().rsplit("next: ", 1)[1]
+    assert run(db, "orders", "changes", "--after", cursor).stdout == ""
+
+    run(db, "orders", "ship", "2")
+    run(db, "orders", "import", "--upsert", "-", input='[{"id": 1, "quantity": 5}]')
+    later = run(db, "orders", "changes", "--after", cursor)
+    assert [(o["id"], o["status"]) for o in map(json.loads, later.stdout.splitlines())] == [
+        (2, "shipped"), (1, "pending")]
+    assert later.stderr.strip().rsplit("next: ", 1)[1] != cursor
+
+
+def test_orders_changes_refuses_an_edited_cursor_and_one_of_another_database(
+        db: Path, tmp_path: Path) -> None:
+    run(db, "orders", "import", "-", input='[{"id": 1}]')
+    cursor = run(db, "orders", "changes").stderr.strip().rsplit("next: ", 1)[1]
+    edited = run(db, "orders", "changes", "--after", cursor[:-3])
+    assert edited.exit_code == 2 and "--after" in edited.stderr, edited.stderr
+    other = tmp_path / "other.db"
+    run(other, "orders", "import", "-", input='[{"id": 1}, {"id": 2}]')
+    elsewhere = run(other, "orders", "changes", "--after", cursor)
+    assert elsewhere.exit_code == 1 and "start again without" in elsewhere.stderr
+    assert "Traceback" not in elsewhere.output + edited.output
+
+
 def test_orders_list_takes_v2s_filters_and_sorts(db: Path) -> None:
     run(db, "orders", "import", "-", input=json.dumps([
         {"id": 1, "petId": 7, "shipDate": "2026-11-02T10:00:00Z"},
@@ -352,3 +388,26 @@ def test_a_postgresql_backup_shows_that_it_is_working(postgres_database: str,
         assert f"pg_dump: dumping table public.{table}" in lines
     assert lines[-1].startswith("Backed up") and "6 orders" in lines[-1]
     assert (tmp_path / "copy.dump").stat().st_size > 0
+
+
+def test_orders_changes_follow_prints_a_change_as_it_is_made_until_interrupted(
+        db: Path) -> None:
+    run(db, "orders", "import", "-", input='[{"id": 1}, {"id": 2}]')
+    follower = subprocess.Popen([*PETSTORE, "orders", "changes", "--follow"],
+                                env={**os.environ, "PETSTORE_DATABASE": str(db)},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stuck = threading.Timer(30, follower.kill)  # a line that never comes fails, not hangs
+    stuck.start()
+    try:
+        assert follower.stdout is not None
+        assert [json.loads(follower.stdout.readline())["id"] for _ in range(2)] == [1, 2]
+        time.sleep(0.5)
+        run(db, "orders", "ship", "1")
+        shipped = json.loads(follower.stdout.readline())  # blocks until it is printed
+        assert (shipped["id"], shipped["status"]) == (1, "shipped")
+    finally:
+        follower.send_signal(signal.SIGINT)
+        _, err = follower.communicate(timeout=10)
+        stuck.cancel()
+    assert follower.returncode == 0, err
+    assert "next: " in err and "Traceback" not in err

@@ -128,8 +128,9 @@ class LongPoll:
             await self.app(scope, receive, send)
             return
         deadline: float | None = None
+        asking = receive
         while True:
-            held = await self._run(scope, receive, send)
+            held = await self._run(scope, asking, send)
             if held is None:  # answered
                 return
             messages, revision, seconds = held
@@ -139,13 +140,28 @@ class LongPoll:
                 break
             self.waiting += 1
             try:
-                if not await self.watch.passed(revision, deadline - now):
-                    break
+                changed = await self._wait(revision, deadline - now, receive)
             finally:
                 self.waiting -= 1
-            receive = _replay(receive)
+            if changed is None:  # the client went away: nothing to answer
+                return
+            if not changed:
+                break
+            asking = _replay(receive)
         for message in messages:
             await send(message)
+
+    async def _wait(self, revision: int, timeout: float, receive: Receive) -> bool | None:
+        """Whether the revision passed this one within timeout (None if the client
+        disconnected meanwhile, which frees its place under the cap at once)."""
+        change = asyncio.ensure_future(self.watch.passed(revision, timeout))
+        gone = asyncio.ensure_future(_disconnected(receive))
+        try:
+            await asyncio.wait((change, gone), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (change, gone):
+                task.cancel()
+        return None if gone.done() and not gone.cancelled() else change.result()
 
     async def _run(self, scope: Scope, receive: Receive,
                    send: Send) -> tuple[list[Message], int, float] | None:
@@ -172,6 +188,12 @@ class LongPoll:
             return None
         revision, seconds = mark[0].split()
         return held, int(revision), float(seconds)
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Return when the client disconnects (a GET's body has been read already)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _replay(receive: Receive) -> Receive:

@@ -11,6 +11,7 @@ import itertools
 import json
 import random
 import signal
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -266,3 +267,28 @@ def test_sigterm_answers_every_waiting_request_at_once(
     assert all(page == {"orders": [], "next": cursor} for page, _ in answers)
     assert max(at for _, at in answers) - stopped < 5
     assert server.process.wait(15) == 0
+
+
+def test_a_client_that_leaves_while_waiting_frees_its_place_under_the_cap(
+        tmp_path: Path) -> None:
+    with serving(tmp_path, feed_max_waiting="1") as server:
+        server.petstore("init", "--demo")
+        auth = key(server)
+        cursor = changes(server, auth, None, limit=1000)["next"]
+        leaving = socket.create_connection(("127.0.0.1", server.port))
+        leaving.sendall(f"GET {FEED}?after={cursor}&wait=30 HTTP/1.1\r\nHost: x\r\n"
+                        f"Authorization: {auth['Authorization']}\r\n\r\n".encode())
+        time.sleep(0.5)
+        # The one place is taken: another request is answered at once.
+        started = time.monotonic()
+        assert changes(server, auth, cursor, wait=30)["orders"] == []
+        assert time.monotonic() - started < 2
+        leaving.close()
+        time.sleep(0.5)
+        # Its place is free again: this one waits, until a change.
+        threads, answers = _wait_in_threads(server, auth, cursor, 1)
+        time.sleep(1)
+        assert answers == []
+        server.petstore("orders", "ship", "1")
+        threads[0].join(10)
+        assert [o["id"] for o in answers[0][0]["orders"]] == [1]

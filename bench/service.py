@@ -39,7 +39,16 @@ SERVERS = {
     "service": (GUNICORN, "wsgi:app"),
     "plain Flask": (SYNC, "bench.baselines:flask_app"),
     "raw ASGI": (GUNICORN, "bench.baselines:asgi_app"),
+    "bare FastAPI": (GUNICORN, "bench.baselines:fastapi_app"),
+    "FastAPI with slowapi": (GUNICORN, "bench.baselines:fastapi_slowapi_app"),
 }
+# The FastAPI baselines serve the smallest list only (pydantic validates every order of
+# every answer: a list of 100,000 takes seconds), its 304, the bad key and v2's order.
+FASTAPI = ("bare FastAPI", "FastAPI with slowapi")
+ONE_ORDER = "/v2/store/orders/1"
+# Issue 27's targets, for the list of 10: throughput against each FastAPI baseline at 16
+# connections, and the tail at 64 against bare FastAPI's.
+AGAINST_FASTAPI = {"bare FastAPI": 0.8, "FastAPI with slowapi": 2.0}
 BAD_KEY = {"Authorization": "Bearer psk_" + "x" * 43}
 DELETE_SCRIPT = """
 local id = {first}
@@ -143,10 +152,12 @@ def main() -> None:
             say(f"preparing {size:,} orders...")
             env, key = prepare(Path(folder) / str(size), size)
             auth = {"Authorization": f"Bearer {key}"}
-            blocks = [(True, servers)]
+            pinned = {who: command for who, command in servers.items()
+                      if size == sizes[0] or who not in FASTAPI}
+            blocks = [(True, pinned)]
             if size == sizes[0]:  # unpinned: the service and plain Flask share both cores
                 blocks.append((False, {who: command for who, command in servers.items()
-                                       if who != "raw ASGI"}))
+                                       if who != "raw ASGI" and who not in FASTAPI}))
             for pin, chosen in blocks:
                 results = _serve_and_measure(chosen, trees, env, auth, size, sizes,
                                              connections, pin, Path(folder), args)
@@ -167,6 +178,7 @@ def main() -> None:
                 verdict = "ok" if ratio >= at_least else "BELOW TARGET"
                 print(f"{scenario}: {ratio:.2f}x the service's {small} "
                       f"(target >= {at_least}: {verdict})")
+    _against_fastapi(everything, sizes[0], connections)
     cancel = f"DELETE of pending orders, {connections[0]} connections"
     place = f"POST of new orders (distinct keys), {connections[0]} connections"
     if cancel in everything and place in everything:
@@ -178,6 +190,25 @@ def main() -> None:
         verdict = "ok" if max(cost, rate) <= PLACE_AT_MOST else "ABOVE TARGET"
         print(f"{place}: {cost:.2f}x the CPU a request of {cancel}, {rate:.2f}x its time "
               f"(target <= {PLACE_AT_MOST}: {verdict})")
+
+
+def _against_fastapi(everything: dict[str, dict[str, list[Load]]], size: int,
+                     connections: list[int]) -> None:
+    """Issue 27's verdicts: the list's throughput against each FastAPI baseline at the
+    fewest connections, and its p99 against bare FastAPI's at the most."""
+    small = everything.get(f"GET list of {size:,}, {connections[0]} connections", {})
+    for baseline, at_least in AGAINST_FASTAPI.items():
+        if "service" in small and baseline in small:
+            ratio = _ratio(small["service"], small[baseline], "rps")
+            print(f"GET list of {size:,}, {connections[0]} connections: {ratio:.2f}x "
+                  f"{baseline} (target >= {at_least}: "
+                  f"{'ok' if ratio >= at_least else 'BELOW TARGET'})")
+    busy = everything.get(f"GET list of {size:,}, {connections[-1]} connections", {})
+    if "service" in busy and "bare FastAPI" in busy:
+        ours, theirs = (median_load(busy[who]).p99_ms for who in ("service", "bare FastAPI"))
+        print(f"GET list of {size:,}, {connections[-1]} connections: p99 {ours:.2f} ms, bare "
+              f"FastAPI's {theirs:.2f} ms (target: at most: "
+              f"{'ok' if ours <= theirs else 'ABOVE TARGET'})")
 
 
 def _copy(database: str) -> str:
@@ -211,16 +242,22 @@ def _serve_and_measure(servers: dict[str, tuple[list[str], str]], trees: dict[st
             wrk(f"http://127.0.0.1:{port}{LIST}", auth, 1, pin=pin)  # warm up
         urls = {who: f"http://127.0.0.1:{port}{LIST}" for who, port in ports.items()}
         services = [who for who in urls if who.startswith("service")]
+        # What serves v2's order and answers If-None-Match: the services and FastAPI.
+        conditional = [who for who in urls if who in services or who in FASTAPI]
         scenarios: dict[str, dict[str, Any]] = {}
         for count in connections:
             common = {"processes": processes, "connections": count, "pin": pin}
             scenarios[f"GET list of {size:,}, {where}{count} connections"] = {
                 "targets": {who: (url, auth, None) for who, url in urls.items()}, **common}
             if size == sizes[0] and pin and count == connections[0]:
-                tag = etag_of(ports["service"], auth)
                 scenarios[f"GET list, If-None-Match: 304, {count} connections"] = {
-                    "targets": {who: (urls[who], {**auth, "If-None-Match": tag}, None)
-                                for who in services}, **common}
+                    "targets": {who: (urls[who], {**auth,
+                                                  "If-None-Match": etag_of(ports[who], auth)},
+                                      None)
+                                for who in conditional}, **common}
+                scenarios[f"GET one order (v2), {count} connections"] = {
+                    "targets": {who: (f"http://127.0.0.1:{ports[who]}{ONE_ORDER}", auth, None)
+                                for who in conditional}, **common}
                 scenarios[f"bad key: 401, {count} connections"] = {
                     "targets": {who: (url, BAD_KEY, None) for who, url in urls.items()},
                     **common}
@@ -290,7 +327,7 @@ def rows_for(results: dict[str, dict[str, list[Load]]]) -> list[tuple[str, Load,
             if who == "service":
                 parts = []
                 befores = [who for who in by_server if who.startswith("service at ")]
-                for baseline in (*befores, "plain Flask", "raw ASGI"):
+                for baseline in (*befores, "plain Flask", "raw ASGI", *FASTAPI):
                     if baseline in by_server:
                         parts.append(f"{_ratio(service, by_server[baseline], 'rps'):.2f}x "
                                      f"{baseline}")

@@ -18,7 +18,7 @@ from app.core import feed, orders
 from app.core.config import Settings
 from app.core.errors import InvalidParameter, ResyncRequired
 from app.core.services import open_services
-from app.core.storage import Store, open_store
+from app.core.storage import Store, open_store, postgres, sqlite
 from tests.core.storage.conftest import Place
 
 NOW = "2026-11-24T10:00:00Z"
@@ -234,3 +234,43 @@ class _open_transaction:
         else:
             self.conn.commit()
         self.conn.close()
+
+
+def test_orders_held_before_the_feed_come_first_and_move_on_when_changed(
+        place: Place) -> None:
+    """A database of schema 7 (before the feed) brought to 8: its orders are all at
+    position 0, the feed gives them from the beginning, and a change moves one on."""
+    _schema_7_with_orders(place)
+    store = place.open()  # migrates to the current schema
+    try:
+        seen, cursor = _follow(store, None)
+        assert [o["id"] for o in seen] == [1, 2, 3]
+        orders.ship(store, 2, NOW)
+        seen, _ = _follow(store, cursor)
+        assert [(o["id"], o["status"]) for o in seen] == [(2, "shipped")]
+        assert store.get_versioned_order(2) == (store.get_order(2), 2)
+    finally:
+        store.dispose()
+
+
+def _schema_7_with_orders(place: Place) -> None:
+    rows = "INSERT INTO orders (id, pet_id, quantity) VALUES (1, 1, 1), (2, 2, 1), (3, 3, 1)"
+    if place.kind == "sqlite":
+        import sqlite_utils
+
+        db = sqlite_utils.Database(place.database)
+        for migration in sqlite.MIGRATIONS[:7]:
+            migration(db)
+        db.execute("PRAGMA user_version = 7")
+        db.execute(rows)
+        db.conn.commit()
+        db.conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(place.database) as conn:
+        for migration in postgres.MIGRATIONS[:7]:
+            conn.execute(migration)  # type: ignore[arg-type]
+        conn.execute("CREATE TABLE petstore_schema (version INTEGER NOT NULL)")
+        conn.execute("INSERT INTO petstore_schema VALUES (7)")
+        conn.execute(rows)

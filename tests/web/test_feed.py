@@ -1,6 +1,6 @@
 """The feed of changed orders over HTTP, in process (DESIGN.md D26): its pages and cursor,
 long polling (answered soon after a change, at once past the worker's cap, once against
-the quota, at once when the service stops), and an Error for every refusal. Every
+the quota; at SIGTERM, tests/e2e/test_feed.py), and an Error for every refusal. Every
 response is validated against openapi/petstore-v2.yaml."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 from app.core import orders
 from app.core.config import Settings
 from app.core.storage import Store, open_store
-from app.web import create_app, longpoll
+from app.web import create_app
 from tests.support import assert_error, make_key
 
 FEED = "/v2/store/order-changes"
@@ -113,17 +113,6 @@ def test_past_the_cap_of_waiting_requests_a_request_is_answered_at_once(
         orders.ship(store, 1, NOW)
         first.join(10)
         assert [o["id"] for o in answers[0].json()["orders"]] == [1]
-
-
-def test_when_the_service_stops_waiting_requests_are_answered_at_once(
-        client: Any, auth: dict[str, str]) -> None:
-    cursor = _cursor(client, auth)
-    _later(0.5, longpoll.release_waiting)
-    started = time.monotonic()
-    answer = client.get(FEED, params={"after": cursor, "wait": 20}, headers=auth)
-    assert time.monotonic() - started < 3
-    assert answer.status_code == 200
-    assert answer.json() == {"orders": [], "next": cursor}
 
 
 def test_an_edited_cursor_or_a_bad_limit_or_wait_is_400_naming_it(

@@ -88,6 +88,7 @@ class RevisionWatch:
                 future.set_result(outcome)
 
     def _watch(self) -> None:
+        failing = False
         while True:
             with self.lock:
                 waiting = list(self.waiters.items())
@@ -99,9 +100,15 @@ class RevisionWatch:
             try:
                 revision = self.store.revision()
             except Exception as exc:  # the store is down: the waits run out, or it returns
-                log.warning("the feed's watch cannot read the revision: %s", exc)
+                if not failing:  # said once, not once a second for the whole outage
+                    log.warning("the feed's watch cannot read the revision (%s); waiting "
+                                "requests are answered when their time is up", exc)
+                failing = True
                 time.sleep(1)
                 continue
+            if failing:
+                log.warning("the feed's watch reads the revision again")
+                failing = False
             passed = [(future, True) for future, seen in waiting if revision > seen]
             if passed and self.loop is not None:
                 self.loop.call_soon_threadsafe(self._settle, passed)

@@ -16,11 +16,9 @@ of rounds' ratios.
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import statistics
 import subprocess
-import tempfile
 import threading
 import time
 from contextlib import ExitStack
@@ -37,9 +35,10 @@ from bench.harness import (
     Load,
     free_port,
     median_load,
+    on_both_stores,
     say,
-    scratch_postgres,
     server,
+    store_arguments,
     table,
     wrk,
 )
@@ -223,28 +222,8 @@ def run(store: str, big_db: str, small_db: str, args: argparse.Namespace,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=3, help="rounds per scenario")
-    parser.add_argument("--seconds", type=int, default=3, help="length of each run")
-    parser.add_argument("--orders", type=int, default=1_000_000, help="orders in the big store")
-    parser.add_argument("--postgres", default=os.environ.get(
-        "PETSTORE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
-        help="a PostgreSQL where the benchmark may create its databases ('' to skip it)")
-    args = parser.parse_args()
-
-    rows: list[tuple[str, Load, str]] = []
-    lines: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="petstore-bench-") as folder:
-        found = run("SQLite", str(Path(folder) / "big.db"), str(Path(folder) / "small.db"),
-                    args, Path(folder))
-        rows += found[0]
-        lines += found[1]
-        if args.postgres:
-            with scratch_postgres(args.postgres, "feed") as big, \
-                    scratch_postgres(args.postgres, "feed") as small:
-                if big and small:
-                    found = run("PostgreSQL", big, small, args, Path(folder))
-                    rows += found[0]
-                    lines += found[1]
+    store_arguments(parser)
+    rows, lines = on_both_stores(run, parser.parse_args(), "feed")
     print("\nThe feed of changed orders: medians of rounds; ratios are medians of each "
           "round's ratio")
     print(table(rows))

@@ -6,6 +6,7 @@ measured in the same run, so the ratios hold on any machine even if the rates do
 
 from __future__ import annotations
 
+import argparse
 import http.client
 import os
 import re
@@ -17,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -240,3 +241,38 @@ def table(rows: list[tuple[str, Load, str]]) -> str:
         lines.append(f"{name:<{width}} {load.rps:>8.0f} {load.p50_ms:>7.2f} {load.p99_ms:>7.2f}"
                      f" {load.p99_ms / load.p50_ms:>7.1f} {load.cpu_us:>10.0f}  {comparison}")
     return "\n".join(lines)
+
+
+Found = tuple[list[tuple[str, "Load", str]], list[str]]
+
+
+def store_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a benchmark over a big store on both databases."""
+    parser.add_argument("--runs", type=int, default=3, help="rounds per scenario")
+    parser.add_argument("--seconds", type=int, default=3, help="length of each run")
+    parser.add_argument("--orders", type=int, default=1_000_000, help="orders in the big store")
+    parser.add_argument("--postgres", default=os.environ.get(
+        "PETSTORE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
+        help="a PostgreSQL where the benchmark may create its databases ('' to skip it)")
+
+
+def on_both_stores(run: Callable[[str, str, str, argparse.Namespace, Path], Found],
+                   args: argparse.Namespace, benchmark: str) -> Found:
+    """run(store, big database, small database, args, folder) over SQLite files, then over
+    two PostgreSQL databases of the benchmark's own (skipped, saying so, where none
+    answers); their rows and lines together."""
+    rows: list[tuple[str, Load, str]] = []
+    lines: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="petstore-bench-") as folder:
+        found = run("SQLite", str(Path(folder) / "big.db"), str(Path(folder) / "small.db"),
+                    args, Path(folder))
+        rows += found[0]
+        lines += found[1]
+        if args.postgres:
+            with scratch_postgres(args.postgres, benchmark) as big, \
+                    scratch_postgres(args.postgres, benchmark) as small:
+                if big and small:
+                    found = run("PostgreSQL", big, small, args, Path(folder))
+                    rows += found[0]
+                    lines += found[1]
+    return rows, lines

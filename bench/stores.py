@@ -124,11 +124,5 @@ def _empty(url: str) -> None:
         conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
 
 
-def _with_database(url: str, name: str) -> str:
-    from urllib.parse import urlsplit
-
-    return urlsplit(url)._replace(path=f"/{name}").geturl()
-
-
 if __name__ == "__main__":
     main()

@@ -21,9 +21,7 @@ import argparse
 import http.client
 import os
 import statistics
-import tempfile
 import time
-import uuid
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -31,12 +29,20 @@ from typing import Any
 import orjson
 
 from app.core import paging
-from app.core.config import redacted
 from app.core.storage.records import Position
-from bench.harness import Load, free_port, median_load, say, server, table, wrk
+from bench.harness import (
+    Load,
+    free_port,
+    median_load,
+    on_both_stores,
+    say,
+    server,
+    store_arguments,
+    table,
+    wrk,
+)
 from bench.quotas import GUNICORN, HUGE, PETSTORE
 from bench.service import measure
-from bench.stores import _with_database
 
 V1 = "/v1/store/orders"
 V2 = "/v2/store/orders"
@@ -200,51 +206,12 @@ def run(store: str, big_db: str, small_db: str, args: argparse.Namespace,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=3, help="rounds per scenario")
-    parser.add_argument("--seconds", type=int, default=3, help="length of each run")
-    parser.add_argument("--orders", type=int, default=1_000_000, help="orders in the big store")
-    parser.add_argument("--postgres", default=os.environ.get(
-        "PETSTORE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
-        help="a PostgreSQL where the benchmark may create its databases ('' to skip it)")
-    args = parser.parse_args()
-
-    rows: list[tuple[str, Load, str]] = []
-    lines: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="petstore-bench-") as folder:
-        found = run("SQLite", str(Path(folder) / "big.db"), str(Path(folder) / "small.db"),
-                    args, Path(folder))
-        rows += found[0]
-        lines += found[1]
-        if args.postgres:
-            found = _on_postgres(args, Path(folder))
-            rows += found[0]
-            lines += found[1]
+    store_arguments(parser)
+    rows, lines = on_both_stores(run, parser.parse_args(), "v2")
     print("\nv2's list against v1's: medians of rounds; ratios are medians of each round's "
           "ratio")
     print(table(rows))
     print("\n".join(lines))
-
-
-def _on_postgres(args: argparse.Namespace,
-                 folder: Path) -> tuple[list[tuple[str, Load, str]], list[str]]:
-    import psycopg
-
-    names = [f"petstore_bench_{uuid.uuid4().hex[:8]}" for _ in range(2)]
-    try:
-        with psycopg.connect(args.postgres, autocommit=True, connect_timeout=3) as admin:
-            for name in names:
-                admin.execute(f'CREATE DATABASE "{name}"')
-    except psycopg.OperationalError as exc:
-        say(f"skipping PostgreSQL: {redacted(args.postgres)} does not answer "
-            f"({str(exc).strip().splitlines()[0]})")
-        return [], []
-    try:
-        big, small = (_with_database(args.postgres, name) for name in names)
-        return run("PostgreSQL", big, small, args, folder)
-    finally:
-        with psycopg.connect(args.postgres, autocommit=True) as admin:
-            for name in names:
-                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 if __name__ == "__main__":

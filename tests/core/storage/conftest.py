@@ -60,6 +60,35 @@ class Place:
             cursor = conn.execute(query)  # type: ignore[arg-type]
             return cursor.fetchall() if cursor.description else []
 
+    def at_schema(self, version: int, *statements: str) -> None:
+        """Make the database as the first version migrations left it, then run the
+        statements on it (rows of that time), as an older release would have."""
+        if self.kind == "sqlite":
+            import sqlite_utils
+
+            from app.core.storage import sqlite
+
+            db = sqlite_utils.Database(self.database)
+            for migration in sqlite.MIGRATIONS[:version]:
+                migration(db)
+            db.execute(f"PRAGMA user_version = {version}")
+            for statement in statements:
+                db.execute(statement)
+            db.conn.commit()
+            db.conn.close()
+            return
+        import psycopg
+
+        from app.core.storage import postgres
+
+        with psycopg.connect(self.database) as conn:
+            for migration in postgres.MIGRATIONS[:version]:
+                conn.execute(migration)  # type: ignore[arg-type]
+            conn.execute("CREATE TABLE petstore_schema (version INTEGER NOT NULL)")
+            conn.execute("INSERT INTO petstore_schema VALUES (%s)", (version,))
+            for statement in statements:
+                conn.execute(statement)  # type: ignore[arg-type]
+
     def columns(self) -> dict[str, list[str]]:
         """Every table of the schema and its columns, in order."""
         if self.kind == "sqlite":

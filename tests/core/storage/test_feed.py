@@ -18,7 +18,7 @@ from app.core import feed, orders
 from app.core.config import Settings
 from app.core.errors import InvalidParameter, ResyncRequired
 from app.core.services import open_services
-from app.core.storage import Store, open_store, postgres, sqlite
+from app.core.storage import Store, open_store
 from tests.core.storage.conftest import Place
 
 NOW = "2026-11-24T10:00:00Z"
@@ -240,7 +240,8 @@ def test_orders_held_before_the_feed_come_first_and_move_on_when_changed(
         place: Place) -> None:
     """A database of schema 7 (before the feed) brought to 8: its orders are all at
     position 0, the feed gives them from the beginning, and a change moves one on."""
-    _schema_7_with_orders(place)
+    place.at_schema(7, "INSERT INTO orders (id, pet_id, quantity) VALUES (1, 1, 1), (2, 2, 1), "
+                    "(3, 3, 1)")
     store = place.open()  # migrates to the current schema
     try:
         seen, cursor = _follow(store, None)
@@ -251,26 +252,3 @@ def test_orders_held_before_the_feed_come_first_and_move_on_when_changed(
         assert store.get_versioned_order(2) == (store.get_order(2), 2)
     finally:
         store.dispose()
-
-
-def _schema_7_with_orders(place: Place) -> None:
-    rows = "INSERT INTO orders (id, pet_id, quantity) VALUES (1, 1, 1), (2, 2, 1), (3, 3, 1)"
-    if place.kind == "sqlite":
-        import sqlite_utils
-
-        db = sqlite_utils.Database(place.database)
-        for migration in sqlite.MIGRATIONS[:7]:
-            migration(db)
-        db.execute("PRAGMA user_version = 7")
-        db.execute(rows)
-        db.conn.commit()
-        db.conn.close()
-        return
-    import psycopg
-
-    with psycopg.connect(place.database) as conn:
-        for migration in postgres.MIGRATIONS[:7]:
-            conn.execute(migration)  # type: ignore[arg-type]
-        conn.execute("CREATE TABLE petstore_schema (version INTEGER NOT NULL)")
-        conn.execute("INSERT INTO petstore_schema VALUES (7)")
-        conn.execute(rows)

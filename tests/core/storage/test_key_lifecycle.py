@@ -34,29 +34,7 @@ def test_keys_made_before_the_lifecycle_keep_working_with_write_scope(place: Pla
     ISSUED_SECRETS.add(made.secret)
     insert = ("INSERT INTO api_keys (prefix, digest, name, plan, created_at) VALUES "
               f"('{made.prefix}', '{made.digest}', 'old', 'free', '{NOW}')")
-    if place.kind == "sqlite":
-        import sqlite_utils
-
-        from app.core.storage import sqlite
-
-        db = sqlite_utils.Database(place.database)
-        for migration in sqlite.MIGRATIONS[:5]:
-            migration(db)
-        db.execute("PRAGMA user_version = 5")
-        db.execute(insert)
-        db.conn.commit()
-        db.conn.close()
-    else:
-        import psycopg
-
-        from app.core.storage import postgres
-
-        with psycopg.connect(place.database, autocommit=True) as conn:
-            for migration in postgres.MIGRATIONS[:5]:
-                conn.execute(migration)  # type: ignore[call-overload]
-            conn.execute("CREATE TABLE petstore_schema (version INTEGER NOT NULL)")
-            conn.execute("INSERT INTO petstore_schema VALUES (5)")
-            conn.execute(insert)  # type: ignore[call-overload]
+    place.at_schema(5, insert)
     store = place.open()
     try:
         found = Keyring(store, ttl_seconds=0).check(made.secret).key

@@ -2,8 +2,9 @@
 throughput of concurrent single-order UPDATEs under four triggers, on a database of the
 benchmark's own (10,000 orders), the ways taking turns round by round:
 
-- the revision row, locked by a transaction's first change until it commits (what
-  migration 8 does: positions in commit order, and the answer caches' revision);
+- the revision row, locked by every statement that writes orders (before it touches
+  one) until its transaction commits, and raised by the first change (what migration 8
+  does: positions in commit order, and the answer caches' revision);
 - a transaction id (the xid8 way: no shared lock, but the reader must hold back every
   position at or past pg_snapshot_xmin, and the caches would need another revision);
 - no position at all (the version trigger alone: the upper bound);
@@ -30,7 +31,10 @@ VERSION = "IF TG_OP = 'UPDATE' AND NEW.version = OLD.version THEN " \
           "NEW.version := OLD.version + 1; END IF;"
 FUNCTION = ("CREATE OR REPLACE FUNCTION take_order_position() RETURNS trigger "
             "LANGUAGE plpgsql AS $$ BEGIN {body} RETURN NEW; END $$;")
-NO_STATEMENT_TRIGGER = "DROP TRIGGER IF EXISTS orders_update_raises_revision ON orders;"
+NO_STATEMENT_TRIGGER = ("DROP TRIGGER IF EXISTS orders_update_raises_revision ON orders; "
+                        "DROP TRIGGER IF EXISTS orders_lock_revision ON orders;")
+LOCK_TRIGGER = ("CREATE TRIGGER orders_lock_revision BEFORE INSERT OR UPDATE ON orders "
+                "FOR EACH STATEMENT EXECUTE FUNCTION lock_orders_revision();")
 STATEMENT_TRIGGER = ("CREATE OR REPLACE TRIGGER orders_update_raises_revision AFTER UPDATE "
                      "ON orders REFERENCING NEW TABLE AS changed FOR EACH STATEMENT "
                      "EXECUTE FUNCTION raise_orders_revision();")
@@ -81,12 +85,13 @@ def main() -> None:
                                ).fetchone()
             assert row is not None
         ways = {
-            "revision row, until commit (migration 8)": NO_STATEMENT_TRIGGER + row[0],
+            "revision row, until commit (migration 8)": NO_STATEMENT_TRIGGER + row[0] + ";"
+            + LOCK_TRIGGER,
             "transaction id (xid8)": NO_STATEMENT_TRIGGER + FUNCTION.format(
                 body=VERSION + " NEW.position := pg_current_xact_id()::text::bigint;"),
             "no position (upper bound)": NO_STATEMENT_TRIGGER + FUNCTION.format(body=VERSION),
-            "main before the feed (statement trigger)": FUNCTION.format(body=VERSION)
-            + STATEMENT_TRIGGER,
+            "main before the feed (statement trigger)": NO_STATEMENT_TRIGGER
+            + FUNCTION.format(body=VERSION) + STATEMENT_TRIGGER,
         }
         found: dict[str, list[float]] = {way: [] for way in ways}
         for run in range(args.runs):

@@ -175,22 +175,31 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER orders_update_raises_version BEFORE UPDATE ON orders
         FOR EACH ROW EXECUTE FUNCTION raise_order_version();
     """ + ";\n".join(IDEMPOTENCY_KEYS),
-    # 8: each order's position in the feed of changes (D26). A transaction's first INSERT
-    # or UPDATE of an order raises the revision, which locks its row until the transaction
-    # ends, and every order the transaction writes takes that value (kept for the
-    # transaction, tagged with its id). A concurrent writer waits on that lock, so it takes
-    # a higher position and commits later: positions are given in commit order, on any
-    # number of hosts, and a reader that sees a position sees every lower one. (A sequence
-    # or a timestamp would not be: see the issue's Marten failures.) The revision is
+    # 8: each order's position in the feed of changes (D26). A transaction's first change
+    # to an order raises the revision, whose row stays locked until the transaction ends,
+    # and every order the transaction writes takes that value (kept for the transaction,
+    # tagged with its id). A concurrent writer waits on that lock, so it takes a higher
+    # position and commits later: positions are given in commit order, on any number of
+    # hosts, and a reader that sees a position sees every lower one. (A sequence or a
+    # timestamp would not be: see the issue's Marten failures.) Every statement that may
+    # insert or update orders locks the revision's row before it touches an order (a
+    # statement trigger; the value is raised only when a row changes, so a refused
+    # conditional change leaves it alone): a writer holding order 2 while it waited for
+    # the revision, held by one waiting for order 2, would be a deadlock. The revision is
     # raised once a transaction, so the statement triggers of migration 4 go for INSERT
     # and UPDATE; DELETE and TRUNCATE keep theirs. The version trigger of migration 7 is
-    # folded into this one.
+    # folded into the row trigger.
     """
     ALTER TABLE orders ADD COLUMN position BIGINT NOT NULL DEFAULT 0;
     DROP TRIGGER orders_insert_raises_revision ON orders;
     DROP TRIGGER orders_update_raises_revision ON orders;
     DROP TRIGGER orders_update_raises_version ON orders;
     DROP FUNCTION raise_order_version();
+    CREATE FUNCTION lock_orders_revision() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM FROM revision FOR UPDATE;
+        RETURN NULL;
+    END $$;
     CREATE FUNCTION take_order_position() RETURNS trigger LANGUAGE plpgsql AS $$
     DECLARE
         held text := current_setting('petstore.position', true);
@@ -209,6 +218,8 @@ MIGRATIONS: tuple[str, ...] = (
         NEW.position := taken;
         RETURN NEW;
     END $$;
+    CREATE TRIGGER orders_lock_revision BEFORE INSERT OR UPDATE ON orders
+        FOR EACH STATEMENT EXECUTE FUNCTION lock_orders_revision();
     CREATE TRIGGER orders_take_position BEFORE INSERT OR UPDATE ON orders
         FOR EACH ROW EXECUTE FUNCTION take_order_position();
     """ + ";\n".join(FEED_SCHEMA)

@@ -252,3 +252,35 @@ def test_orders_held_before_the_feed_come_first_and_move_on_when_changed(
         assert store.get_versioned_order(2) == (store.get_order(2), 2)
     finally:
         store.dispose()
+
+
+def test_transactions_changing_orders_in_opposite_order_never_deadlock(place: Place) -> None:
+    """A takes its position with order 1, then changes order 2; B changes order 2 in
+    between, as a cancel can while an import runs. B must wait for A's position before it
+    locks order 2 (on PostgreSQL a row lock held while waiting for the revision would be
+    a deadlock: B holding 2 and waiting for A, A waiting for 2)."""
+    store = place.open()
+    _seed(store, 2)
+    _, cursor = _follow(store, None)
+    patient = open_store(Settings(database=place.database, busy_timeout_ms=1000))
+    failures: list[BaseException] = []
+
+    def change_two() -> None:
+        try:
+            orders.ship(patient, 2, NOW)
+        except BaseException as exc:
+            failures.append(exc)
+
+    with _open_transaction(place) as a:
+        a("UPDATE orders SET quantity = 10 WHERE id = 1")
+        writer = threading.Thread(target=change_two)
+        writer.start()
+        time.sleep(0.3)  # B waits now
+        a("UPDATE orders SET quantity = 20 WHERE id = 2")
+    writer.join(10)
+    patient.dispose()
+    assert failures == []
+    seen, _ = _follow(store, cursor)
+    assert [(o["id"], o.get("quantity"), o["status"]) for o in seen] == [
+        (1, 10, "pending"), (2, 20, "shipped")]
+    store.dispose()

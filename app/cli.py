@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import resource
+import signal
 import sys
 import tempfile
 import time
@@ -556,7 +557,8 @@ def _move_each(order_ids: tuple[int, ...], move: Callable[[Store, int], Transiti
                    "feed, or the one this command printed last. From the beginning without "
                    "it.")
 @click.option("--follow", is_flag=True,
-              help="Keep printing changes as they are made, until interrupted (Ctrl-C).")
+              help="Keep printing changes as they are made, until interrupted (Ctrl-C) or "
+                   "stopped (SIGTERM).")
 def orders_changes(after: str | None, follow: bool) -> None:
     """Print the feed of changed orders as JSON lines, as v2's /store/order-changes gives
     it: each order changed after the cursor, once, in its current state, in the order of
@@ -564,6 +566,8 @@ def orders_changes(after: str | None, follow: bool) -> None:
     last, on standard error, as `next: CURSOR`."""
     store = _store()
     cursor = after
+    if follow:  # a service manager's stop ends it as Ctrl-C does, saying where it was
+        signal.signal(signal.SIGTERM, _interrupt)
     try:
         while True:
             try:
@@ -582,6 +586,10 @@ def orders_changes(after: str | None, follow: bool) -> None:
     except KeyboardInterrupt:
         pass
     say(f"next: {cursor}")
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 @orders_group.command("list")

@@ -102,9 +102,22 @@ def contract(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     configs = {"/v1": SchemathesisConfig.from_dict(common),
                "/v2": SchemathesisConfig.from_dict({**common, "operations": V2_OPERATIONS})}
     app = ManyClients(create_app(settings))
-    return {version: schemathesis.openapi.from_asgi(f"{version}/openapi.json", app,
-                                                    config=config)
-            for version, config in configs.items()} | {"key": key}
+    schemas = {version: schemathesis.openapi.from_asgi(f"{version}/openapi.json", app,
+                                                       config=config)
+               for version, config in configs.items()}
+    for schema in schemas.values():
+        schema.hook(filter_path_parameters)
+    return schemas | {"key": key}
+
+
+def filter_path_parameters(context: Any, path_parameters: dict[str, Any] | None) -> bool:
+    """No generated path parameter holds a newline. A path with one never reaches an
+    operation: the router's pattern for a document's base path (`.*`) stops at the
+    newline, so the service answers its plain 404 `not_found` for an unknown path
+    (tests/web/test_orders_api.py asserts it), without the headers the operation's own
+    answers carry: getPet's Deprecation and Sunset, required by the document. One run in
+    five or so generated such a petId and failed on them."""
+    return not any("\n" in str(value) for value in (path_parameters or {}).values())
 
 
 @pytest.fixture

@@ -25,7 +25,6 @@ from app.core.storage.records import Changes
 
 LIMIT_DEFAULT = 100
 LIMIT_MAX = 1000
-WAIT_MAX = 30  # seconds a request may wait for a change
 FOLLOW_SECONDS = 0.2  # how often `petstore orders changes --follow` asks again when idle
 _KIND = "changes"  # first value of a feed cursor: a page cursor is not one
 

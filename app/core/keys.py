@@ -39,6 +39,9 @@ KEY_CACHE_SIZE = 10_000
 # within this time; the store sees at most one reload of the set this often per worker.
 DIGESTS_FRESH = 0.05
 _MISSING: Any = object()  # the cache's "not looked up yet", apart from None ("no such key")
+# Share of PETSTORE_KEY_CACHE_SECONDS after which a key in use is read again, ahead of its
+# expiry, by the keyring's own thread (issue 27).
+REFRESH_AFTER = 0.5
 LAST_USED_EVERY = 60.0  # seconds: last use is kept to the minute (D21)
 DURATION = re.compile(r"(\d+)([smhdw])")
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
@@ -103,11 +106,20 @@ class Keyring:
     how long a revocation takes to reach this worker (PETSTORE_KEY_CACHE_SECONDS). In front
     of it, the set of every key's digest answers a token that opens nothing from memory
     (DIGESTS_FRESH), so that guessing keys costs no database read per guess.
+
+    A key in use is read again ahead of its expiry, once REFRESH_AFTER of its time to live
+    has passed, by a thread of the keyring's own; its requests go on being answered from
+    memory meanwhile. Waiting for the expiry instead sent every request in flight with that
+    key, up to one per connection, to a thread of its own to read it at once, every
+    PETSTORE_KEY_CACHE_SECONDS: the p99 of `make bench` at 64 connections was 1.3 times
+    what it is with no expiry (issue 27). An answer is still never older than the time to
+    live: if the read ahead fails, the entry expires as before.
     """
 
     def __init__(self, store: Store, ttl_seconds: float, last_used: LastUsed | None = None) -> None:
         self.store = store
-        self._cache: TTLCache[str, ApiKey | None] | None = (
+        # digest -> (the key or None, time.monotonic() of the reading)
+        self._cache: TTLCache[str, tuple[ApiKey | None, float]] | None = (
             TTLCache(maxsize=KEY_CACHE_SIZE, ttl=ttl_seconds) if ttl_seconds > 0 else None
         )
         self._lock = threading.Lock()
@@ -116,6 +128,10 @@ class Keyring:
         self._digests_at = -math.inf  # time.monotonic() when the set's reading began
         self._digests_fresh = min(DIGESTS_FRESH, ttl_seconds)
         self._digests_lock = threading.Lock()
+        self._refresh_after = ttl_seconds * REFRESH_AFTER
+        self._due: set[str] = set()  # digests to read again, under _lock
+        self._wake = threading.Event()
+        self._pid = 0
 
     def from_memory(self, secret: str) -> KeyCheck | None:
         """What check() would answer, when memory can tell without the store: a token no
@@ -125,11 +141,56 @@ class Keyring:
         if key_digest not in self._digests and (
                 time.monotonic() - self._digests_at < self._digests_fresh):
             return NO_KEY
-        if self._cache is None:
-            return None
-        with self._lock:
-            cached = self._cache.get(key_digest, _MISSING)
+        cached = self._cached(key_digest)
         return None if cached is _MISSING else self._judge(cached, key_digest)
+
+    def _cached(self, key_digest: str) -> Any:
+        """The cached key (or None) for the digest, or _MISSING; asks for it to be read
+        again when it is old enough."""
+        if self._cache is None:
+            return _MISSING
+        with self._lock:
+            entry = self._cache.get(key_digest)
+            if entry is None:
+                return _MISSING
+            key, read_at = entry
+            if (time.monotonic() - read_at < self._refresh_after
+                    or key_digest in self._due):
+                return key
+            self._due.add(key_digest)
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            threading.Thread(target=self._refresh, name="petstore-key-refresh",
+                             daemon=True).start()
+        self._wake.set()
+        return key
+
+    def _refresh(self) -> None:
+        """The keyring's thread: reads again the keys that are due."""
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            with self._lock:
+                due = list(self._due)
+            for key_digest in due:
+                try:
+                    self._read(key_digest)
+                except PetstoreError as exc:  # the store is down: the entry expires
+                    log.debug("could not read a key again: %s", exc.message)
+                except Exception:  # a fault of ours: said, and the thread goes on
+                    log.exception("could not read a key again")
+                finally:
+                    with self._lock:
+                        self._due.discard(key_digest)
+
+    def _read(self, key_digest: str) -> ApiKey | None:
+        """The key with this digest, from the store, and cached."""
+        read_at = time.monotonic()
+        key = self.store.find_key(key_digest)
+        if self._cache is not None:
+            with self._lock:
+                self._cache[key_digest] = (key, read_at)
+        return key
 
     def _reload_digests(self) -> None:
         with self._digests_lock:  # concurrent misses share one reading
@@ -146,17 +207,9 @@ class Keyring:
             self._reload_digests()
             if key_digest not in self._digests:
                 return NO_KEY
-        if self._cache is None:
-            key = self.store.find_key(key_digest)
-        else:
-            with self._lock:
-                cached = self._cache.get(key_digest, _MISSING)
-            if cached is _MISSING:
-                key = self.store.find_key(key_digest)
-                with self._lock:
-                    self._cache[key_digest] = key
-            else:
-                key = cached
+        key = self._cached(key_digest)
+        if key is _MISSING:
+            key = self._read(key_digest)
         return self._judge(key, key_digest)
 
     def _judge(self, key: ApiKey | None, key_digest: str) -> KeyCheck:
@@ -171,7 +224,6 @@ class Keyring:
         if self._cache is not None:
             with self._lock:
                 self._cache.pop(digest(secret), None)
-
 
 
 class LastUsed:

@@ -4,7 +4,6 @@ Everything comes from the PETSTORE_* settings, so the service is configured in o
 """
 
 import atexit
-import gc
 import os
 from typing import Any
 
@@ -48,14 +47,6 @@ atexit.register(_master_exits)
 
 
 def post_worker_init(worker: Any) -> None:
-    """Once the worker has built the app: keep the garbage collector off what lives as long
-    as the process (the app, its documents, their validators, Flask, Connexion).
-
-    Python's full collections walk every tracked object; with the app's hundreds of
-    thousands of them, one took long enough to be the service's p99: `make bench` showed
-    p99 about five times p50, and with the collector off, 1.6 times (issue 17). After
-    gc.freeze() those objects are never walked again, while everything a request makes is
-    still collected as before."""
-    gc.collect()
-    gc.freeze()
+    """This worker counts in petstore_workers. (Its long-lived objects are frozen out of
+    the garbage collector's walks once the app is built: worker.freeze_what_lives.)"""
     metrics.worker_started()

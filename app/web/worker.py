@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gc
 import logging
 import resource
 import socket
@@ -320,6 +321,24 @@ class Acceptor:
             await asyncio.wait(self.connecting)
 
 
+def freeze_what_lives() -> None:
+    """Once the app is built, keep the garbage collector off what lives as long as the
+    process (the app, its documents, their validators, Flask, Connexion).
+
+    Python's full collections walk every tracked object; with the app's hundreds of
+    thousands of them, one took long enough to be the service's p99: `make bench` showed
+    p99 about five times p50, and with the collector off, 1.6 times (issue 17). After
+    gc.freeze() those objects are never walked again, while everything a request makes is
+    still collected as before.
+
+    Here, after the lifespan's startup, rather than when gunicorn's worker starts: Connexion
+    builds its middleware stack (every operation's validators) on the first ASGI message it
+    gets, the lifespan's. Frozen before that, it was walked by every full collection under
+    load, 2.5 ms each, several a second (gc.callbacks, issue 27)."""
+    gc.collect()
+    gc.freeze()
+
+
 class Server(UvicornServer):
     """uvicorn's server, serving gunicorn's listening sockets through Acceptor, each
     connection with GuardedProtocol under one Guard."""
@@ -335,6 +354,7 @@ class Server(UvicornServer):
         await self.lifespan.startup()
         if self.lifespan.should_exit:
             sys.exit(STARTUP_FAILURE)
+        freeze_what_lives()
         config = self.config
         loop = asyncio.get_running_loop()
         guard = Guard(loop, self.bounds)

@@ -18,7 +18,7 @@ import inspect
 import logging
 import math
 import time
-from collections import deque
+from array import array
 from collections.abc import Awaitable, Callable
 from functools import lru_cache
 from typing import Any, NamedTuple, TypeVar
@@ -102,9 +102,48 @@ async def _settle(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
+class Timestamps:
+    """A moving window's timestamps, oldest first, as raw doubles in an array.
+
+    Not a deque of floats: the garbage collector walks every item of a deque at each full
+    collection, and a key allowed thousands of requests a minute holds as many timestamps:
+    at 7,000 requests a second, 420,000, which made each full collection 1.3 ms longer,
+    several times a second, in the tail of `make bench` (issue 27). An array is not walked,
+    and takes 8 bytes a timestamp instead of about 32. Entries leave from the front by moving a
+    start index; the array is compacted when more than half of it has left."""
+
+    __slots__ = ("stamps", "start")
+
+    def __init__(self) -> None:
+        self.stamps = array("d")
+        self.start = 0
+
+    def __len__(self) -> int:
+        return len(self.stamps) - self.start
+
+    def oldest(self) -> float:
+        return self.stamps[self.start]
+
+    def newest(self) -> float:
+        return self.stamps[-1]
+
+    def drop_before(self, horizon: float) -> None:
+        """Drop the entries older than horizon, from the old end, as a deque's popleft."""
+        stamps, start, end = self.stamps, self.start, len(self.stamps)
+        while start < end and stamps[start] < horizon:
+            start += 1
+        if start * 2 > end:
+            del stamps[:start]
+            start = 0
+        self.start = start
+
+    def add(self, now: float, amount: int) -> None:
+        self.stamps.extend([now] * amount)
+
+
 class WindowedMemoryStorage(MemoryStorage):
-    """limits' MemoryStorage with its moving windows kept as deques of timestamps, and no
-    timer thread.
+    """limits' MemoryStorage with its moving windows kept as arrays of timestamps
+    (Timestamps), and no timer thread.
 
     limits keeps a moving window as a list that every hit is inserted at the front of, and
     copies every list from a timer thread every 10 ms: a hit costs time in proportion to
@@ -126,17 +165,16 @@ class WindowedMemoryStorage(MemoryStorage):
 
     def __init__(self) -> None:
         super().__init__()
-        self.windows: dict[str, tuple[int, deque[float]]] = {}
+        self.windows: dict[str, tuple[int, Timestamps]] = {}
         self._next_sweep = time.time() + self.SWEEP_SECONDS
 
-    def _current(self, key: str, expiry: int, now: float) -> deque[float]:
+    def _current(self, key: str, expiry: int, now: float) -> Timestamps:
         """The key's timestamps within expiry seconds of now, oldest first."""
         window = self.windows.get(key)
         if window is None:
-            window = self.windows[key] = (expiry, deque())
-        events, horizon = window[1], now - expiry
-        while events and events[0] < horizon:
-            events.popleft()
+            window = self.windows[key] = (expiry, Timestamps())
+        events = window[1]
+        events.drop_before(now - expiry)
         return events
 
     def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
@@ -146,13 +184,13 @@ class WindowedMemoryStorage(MemoryStorage):
         events = self._current(key, expiry, now)
         if len(events) + amount > limit:
             return False
-        events.extend([now] * amount)
+        events.add(now, amount)
         return True
 
     def get_moving_window(self, key: str, limit: int, expiry: int) -> tuple[float, int]:
         now = time.time()
         events = self._current(key, expiry, now)
-        return (events[0], len(events)) if events else (now, 0)
+        return (events.oldest(), len(events)) if events else (now, 0)
 
     def incr(self, key: str, expiry: float, amount: int = 1) -> int:
         now = time.time()
@@ -179,7 +217,7 @@ class WindowedMemoryStorage(MemoryStorage):
     def _sweep(self, now: float) -> None:
         self._next_sweep = now + self.SWEEP_SECONDS
         for key, (expiry, events) in list(self.windows.items()):
-            if not events or events[-1] < now - expiry:
+            if not events or events.newest() < now - expiry:
                 del self.windows[key]
         for key, expires in list(self.expirations.items()):
             if expires <= now:

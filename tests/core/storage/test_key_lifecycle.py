@@ -186,3 +186,28 @@ def test_an_import_is_all_or_nothing_and_refuses_ids_and_digests_held(
     assert store.import_keys([keys.key_from_export(row)]) == 1
     assert [k.id for k in store.list_keys()] == [key_id, 50]
     assert store.find_key(keys.digest(secret)) is not None
+
+
+def test_a_key_in_use_is_read_again_ahead_of_its_expiry_and_a_revocation_still_arrives(
+    store: Store,
+) -> None:
+    """Issue 27: memory answers every request with a key in use, however long it is used
+    (the keyring's thread reads it again before it expires), and a revocation still
+    reaches the keyring within its time to live."""
+    secret, key_id = new_key(store)
+    ttl = 1.0
+    ring = Keyring(store, ttl_seconds=ttl)
+    assert ring.check(secret).key is not None
+    started = time.monotonic()
+    while time.monotonic() - started < 2.5 * ttl:
+        check = ring.from_memory(secret)
+        assert check is not None, "a key in use expired: the request would wait for a read"
+        assert check.key is not None
+        time.sleep(0.02)
+
+    store.revoke_key(key_id, NOW)
+    revoked = time.monotonic()
+    while (ring.from_memory(secret) or ring.check(secret)).key is not None:
+        # Within its time to live, with room for a loaded machine's thread scheduling.
+        assert time.monotonic() - revoked < ttl + 0.5, "the revocation never arrived"
+        time.sleep(0.02)

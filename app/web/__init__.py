@@ -163,5 +163,7 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
                                                   if d.get("x-scope") == "write"))
     app.add_middleware(RoutedOnly, position=MiddlewarePosition.BEFORE_SECURITY,
                        base_paths=tuple(api.base_path for api in APIS))
+    # After the last middleware placed by MiddlewarePosition.BEFORE_VALIDATION.
+    internals.prepare_request_validation(app)
 
     return app

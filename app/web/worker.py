@@ -325,9 +325,9 @@ def freeze_what_lives() -> None:
     """Once the app is built, keep the garbage collector off what lives as long as the
     process (the app, its documents, their validators, Flask, Connexion).
 
-    Python's full collections walk every tracked object; with the app's hundreds of
-    thousands of them, one took long enough to be the service's p99: `make bench` showed
-    p99 about five times p50, and with the collector off, 1.6 times (issue 17). After
+    Python's full collections walk every tracked object; with the app's 85,000 or so, one
+    took long enough to be the service's p99: `make bench` showed p99 about five times p50,
+    and with the collector off, 1.6 times (issue 17). After
     gc.freeze() those objects are never walked again, while everything a request makes is
     still collected as before.
 

@@ -334,7 +334,7 @@ def freeze_what_lives() -> None:
     Here, after the lifespan's startup, rather than when gunicorn's worker starts: Connexion
     builds its middleware stack (every operation's validators) on the first ASGI message it
     gets, the lifespan's. Frozen before that, it was walked by every full collection under
-    load, 2.5 ms each, several a second (gc.callbacks, issue 27)."""
+    load, 2.5 ms each, about one a second (gc.callbacks, issue 27)."""
     gc.collect()
     gc.freeze()
 

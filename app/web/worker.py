@@ -327,9 +327,8 @@ def freeze_what_lives() -> None:
 
     Python's full collections walk every tracked object; with the app's 85,000 or so, one
     took long enough to be the service's p99: `make bench` showed p99 about five times p50,
-    and with the collector off, 1.6 times (issue 17). After
-    gc.freeze() those objects are never walked again, while everything a request makes is
-    still collected as before.
+    and with the collector off, 1.6 times (issue 17). After gc.freeze() those objects are
+    never walked again, while everything a request makes is still collected as before.
 
     Here, after the lifespan's startup, rather than when gunicorn's worker starts: Connexion
     builds its middleware stack (every operation's validators) on the first ASGI message it

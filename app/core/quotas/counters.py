@@ -107,10 +107,10 @@ class Timestamps:
 
     Not a deque of floats: the garbage collector walks every item of a deque at each full
     collection, and a key allowed thousands of requests a minute holds as many timestamps:
-    at 7,000 requests a second, 420,000, which made each full collection 1.3 ms longer,
-    several times a second, in the tail of `make bench` (issue 27). An array is not walked,
-    and takes 8 bytes a timestamp instead of about 32. Entries leave from the front by moving a
-    start index; the array is compacted when more than half of it has left."""
+    at 7,000 requests a second, 420,000, which made each full collection 1.3 ms longer, in
+    the tail of `make bench` (issue 27). An array is not walked, and takes 8 bytes a
+    timestamp instead of about 32. Entries leave from the front by moving a start index;
+    the array is compacted when more than half of it has left."""
 
     __slots__ = ("stamps", "start")
 

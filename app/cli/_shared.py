@@ -1,0 +1,120 @@
+"""What the command groups of `petstore` share: where a person's lines go, the settings and
+the store of the running command, tables, and reading rows from an import file.
+
+Everything a person reads goes to standard error; standard output carries only what a
+script would capture (a new key, --json listings).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import click
+
+from app.core.config import Settings, SettingsError, redacted
+from app.core.errors import PetstoreError
+from app.core.storage import Store, open_store
+
+log = logging.getLogger("petstore.cli")
+
+
+def say(message: str) -> None:
+    """A line for the person at the terminal (standard error)."""
+    click.echo(message, err=True)
+
+
+def current_settings() -> Settings:
+    """The settings from the environment; a bad one is a usage error naming it."""
+    try:
+        return Settings.from_env()
+    except SettingsError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def current_store() -> Store:
+    """The store of PETSTORE_DATABASE, its schema up to date, closed when the command ends."""
+    settings = current_settings()
+    try:
+        store = open_store(settings)
+    except PetstoreError as exc:
+        raise click.ClickException(
+            f"cannot open the database {redacted(settings.database)}: {exc.message}"
+        ) from None
+    context = click.get_current_context(silent=True)
+    if context is not None:
+        context.call_on_close(store.dispose)
+    return store
+
+
+def echo_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]],
+               right: frozenset[int] = frozenset()) -> None:
+    """Rows under a header, every column as wide as its widest cell (right-aligned where
+    its index is in right), two spaces apart: each column starts at the same place on
+    every line."""
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
+    for row in (header, *rows):
+        cells = [cell.rjust(width) if i in right else cell.ljust(width)
+                 for i, (cell, width) in enumerate(zip(row, widths, strict=True))]
+        click.echo("  ".join(cells).rstrip())
+
+
+class ImportFailed(click.ClickException):
+    """A row that cannot be imported: where it is and why."""
+
+
+def read_rows(stream: IO[str], fmt: str, name: str,
+               items: str = "orders") -> Iterator[tuple[str, dict[str, Any]]]:
+    """(where, row) for each row of the file, where naming its line or item."""
+    if fmt == "csv":
+        reader = csv.DictReader(stream)
+        for row in reader:
+            cleaned = {k: (v if v != "" else None) for k, v in row.items() if k is not None}
+            if None in row:
+                raise ImportFailed(f"{name} line {reader.line_num}: more cells than columns")
+            yield f"{name} line {reader.line_num}", cleaned
+    elif fmt == "ndjson":
+        for number, line in enumerate(stream, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield f"{name} line {number}", json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ImportFailed(f"{name} line {number}: not valid JSON ({exc.msg})") from None
+    else:
+        try:
+            data = json.load(stream)
+        except json.JSONDecodeError as exc:
+            raise ImportFailed(
+                f"{name} line {exc.lineno}: not valid JSON ({exc.msg})"
+            ) from None
+        if not isinstance(data, list):
+            raise ImportFailed(f"{name}: expected a JSON array of {items}")
+        for number, row in enumerate(data, start=1):
+            yield f"{name} item {number}", row
+
+
+def guess_format(path: str) -> str:
+    suffix = Path(path).suffix.lower()
+    return {".csv": "csv", ".ndjson": "ndjson", ".jsonl": "ndjson"}.get(suffix, "json")
+
+
+def echo_json_array(items: Iterator[str]) -> None:
+    """A JSON array of already-encoded items, one a line, written as they come."""
+    separator = "[\n  "
+    for text in items:
+        click.echo(separator + text, nl=False)
+        separator = ",\n  "
+    click.echo("[]" if separator == "[\n  " else "\n]")
+
+
+
+def import_source(file: IO[str], fmt: str | None) -> tuple[str, str]:
+    """The name an import's messages cite for FILE ("stdin" for -) and its format: the one
+    given, else JSON on standard input, else guessed from the file's extension."""
+    name = "stdin" if file.name == "<stdin>" else file.name
+    return name, fmt or ("json" if name == "stdin" else guess_format(name))

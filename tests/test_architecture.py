@@ -98,3 +98,15 @@ def test_no_import_hides_inside_a_function_but_optional_dependencies() -> None:
         f"imports inside functions: {sorted(unexplained)}; import at the top of the module "
         "(a cycle is a design to fix, not to dodge), or list an optional dependency in "
         "LATE_IMPORTS with its reason")
+
+
+# A module that grows past this has grown a second concern: give it a module of its own
+# where the code has a seam (issue 35), as app/cli/ and the PostgreSQL store's schema did.
+MODULE_LINES_MAX = 600
+
+
+def test_no_module_of_app_is_over_600_lines() -> None:
+    long = {str(path.relative_to(ROOT)): lines for path in sorted((ROOT / "app").rglob("*.py"))
+            if (lines := len(path.read_text().splitlines())) > MODULE_LINES_MAX}
+    assert not long, (f"modules over {MODULE_LINES_MAX} lines: {long}; split each where its "
+                      "code has a seam of its own (a concern, a wing), not by line count")

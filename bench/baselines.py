@@ -6,9 +6,9 @@ stored digests):
   encoding with the standard json module on every request.
 - asgi_app: a raw ASGI callable returning pre-encoded bytes under the same uvicorn worker
   as the service: the ceiling for Python here.
-- fastapi_app: bare FastAPI, the framework users pick instead: async handlers, a pydantic
-  Order response model, HTTPBearer; the list with a weak ETag and its 304, and v2's single
-  order.
+- fastapi_app: bare FastAPI, the framework users pick instead: async handlers and an
+  `async def` key check, a pydantic Order response model, HTTPBearer; the list with a
+  weak ETag and its 304, and v2's single order.
 - fastapi_slowapi_app: the same with the duties the service has: slowapi counting a
   per-minute and a per-day quota per key in memory (with its rate-limit headers), and an
   access line per request (the logging module, to standard error).
@@ -97,8 +97,10 @@ ETAG = f'W/"{hashlib.blake2b(ENCODED, digest_size=8).hexdigest()}"'
 bearer = HTTPBearer(auto_error=False)
 
 
-def _checked(
+async def _checked(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
+    # async def, as FastAPI's docs teach for code that does not block: a key already seen
+    # is a dict read (a plain def would send every request through a worker thread, issue 34).
     if credentials is None or not _known(digest(credentials.credentials)):
         raise HTTPException(401, "Unknown key.", {"WWW-Authenticate": "Bearer"})
 

@@ -40,7 +40,6 @@ from app.core.storage.statements import (
     NEW_ORDER_COLUMNS,
     SqlStore,
     key_values,
-    placed_order,
     replayed,
 )
 
@@ -128,6 +127,17 @@ INSERT_INCOMING_UPSERT = (
     "ON CONFLICT (id) DO UPDATE SET pet_id = excluded.pet_id, quantity = excluded.quantity, "
     "ship_date = excluded.ship_date, complete = excluded.complete, status = excluded.status, "
     "cancelled_at = NULL, cancelled_by = NULL"
+)
+# A new order and its idempotency key's first answer, in one statement run under the
+# imports' lock: its id as SQLite gives ids (the largest plus one), its JSON as the list
+# gives it.
+PLACE_ORDER = (
+    f"WITH placed AS (INSERT INTO orders (id, {NEW_ORDER_COLUMNS}) "
+    "SELECT coalesce(max(id), 0) + 1, %s::bigint, %s::bigint, %s::text FROM orders "
+    f"RETURNING id, {ORDER_JSON} AS order_json) "
+    "UPDATE idempotency_keys SET order_id = placed.id, order_json = placed.order_json, "
+    "order_version = 1 FROM placed WHERE api_key_id = %s AND idempotency_key = %s "
+    "RETURNING placed.order_json"
 )
 # A pet without an id gets the largest id plus one, as SQLite numbers rows.
 NEXT_PET_ID = "coalesce(%s, (SELECT coalesce(max(id), 0) + 1 FROM pets))"
@@ -366,28 +376,37 @@ class PostgresStore(SqlStore):
         unique index until this transaction ends, then replays what it committed."""
 
         def work(conn: psycopg.Connection[tuple[Any, ...]]) -> Placed | tuple[Any, ...]:
-            with conn.transaction():
-                claimed = conn.execute(
-                    "INSERT INTO idempotency_keys VALUES (%s, %s, %s, 0, '', 0, %s) "
-                    "ON CONFLICT DO NOTHING RETURNING 1",
-                    (api_key_id, idempotency_key, fingerprint, now)).fetchone()
-                if claimed is None:
+            # Two round trips, and none while the imports' lock and the revision's row are
+            # held: every placing waits on those, so a client round trip under them (a
+            # thread waiting for the GIL between statements) would be every placing's wait
+            # (issue 34). The autocommit connection's transaction is BEGIN ... COMMIT sent
+            # by hand, so that the COMMIT can travel in the same pipeline as the INSERT.
+            try:
+                with conn.pipeline():
+                    conn.execute("BEGIN")
+                    claim = conn.execute(
+                        "INSERT INTO idempotency_keys VALUES (%s, %s, %s, 0, '', 0, %s) "
+                        "ON CONFLICT DO NOTHING RETURNING 1",
+                        (api_key_id, idempotency_key, fingerprint, now))
+                if claim.fetchone() is None:
                     row = conn.execute(IDEMPOTENCY_FIND.format(p="%s"),
                                        (api_key_id, idempotency_key)).fetchone()
+                    conn.execute("COMMIT")
                     assert row is not None  # the claim that won has committed
                     return row
-                # Ids as SQLite gives them (the largest plus one), under the imports' lock.
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (IMPORT_LOCK,))
-                found = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM orders").fetchone()
-                order = placed_order(int(found[0]) if found else 1, new)
-                conn.execute(f"INSERT INTO orders (id, {NEW_ORDER_COLUMNS}) "
-                             "VALUES (%s, %s, %s, %s)",
-                             (order["id"], new["petId"], new["quantity"], new.get("shipDate")))
-                conn.execute("UPDATE idempotency_keys SET order_id = %s, order_json = %s, "
-                             "order_version = 1 WHERE api_key_id = %s AND idempotency_key = %s",
-                             (order["id"], orjson.dumps(order).decode(), api_key_id,
-                              idempotency_key))
-                return Placed(order, 1, replayed=False)
+                with conn.pipeline():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (IMPORT_LOCK,))
+                    placed = conn.execute(PLACE_ORDER, (
+                        new["petId"], new["quantity"], new.get("shipDate"), api_key_id,
+                        idempotency_key))
+                    conn.execute("COMMIT")
+                found = placed.fetchone()
+            except BaseException:
+                if not conn.broken:
+                    conn.execute("ROLLBACK")
+                raise
+            assert found is not None
+            return Placed(orjson.loads(found[0]), 1, replayed=False)
 
         result = self._call(work)
         return result if isinstance(result, Placed) else replayed(result, fingerprint)

@@ -6,8 +6,9 @@ findings as text, markdown, JSON or a changelog. Pure Python over PyYAML: no web
 and no click here (the `petstore contract` commands are in app/cli/contract.py).
 """
 
+from app.core.contract.catalog import ERR, INFO, RULES, SEVERITY, WARN, Finding
 from app.core.contract.loader import ContractError, Document, load_document
-from app.core.contract.rules import ERR, INFO, RULES, SEVERITY, WARN, Finding, diff_documents
+from app.core.contract.rules import diff_documents
 
 __all__ = ["ERR", "INFO", "RULES", "SEVERITY", "WARN", "ContractError", "Document", "Finding",
            "diff_documents", "load_document"]

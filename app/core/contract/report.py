@@ -8,8 +8,9 @@ import itertools
 import json
 from collections.abc import Sequence
 
+from app.core.contract.catalog import ERR, INFO, SEVERITY, WARN, Finding
 from app.core.contract.loader import Document
-from app.core.contract.rules import ERR, INFO, SEVERITY, WARN, Finding, diff_documents
+from app.core.contract.rules import diff_documents
 
 FORMATS = ("text", "markdown", "json")
 

@@ -49,6 +49,7 @@ def _path_key(path: str) -> str:
 
 
 class _Checker(SchemaRules):
+    """The rules of paths and operations, over the schema rules."""
 
     def run(self) -> None:
         self.security(DOCUMENT, self.base.root, self.rev.root, "api-global-security")
@@ -283,7 +284,6 @@ class _Checker(SchemaRules):
                          f"the response header {name} was added for the status {code}",
                          self.at_rev(rev_map, name))
 
-    # -- schemas --------------------------------------------------------------------------
 
 def _operations(item: Any) -> Iterable[tuple[str, YMap]]:
     if not isinstance(item, YMap):

@@ -93,7 +93,7 @@ class SchemaRules:
         self.rev = revision
         self.today = today
         self.findings: list[Finding] = []
-        self._comparing: set[tuple[int, int, str]] = set()
+        self._comparing: set[tuple[int, int, str]] = set()  # the pairs being compared
 
     def add(self, rule: str, op: Op, text: str, source: str) -> None:
         self.findings.append(Finding(rule, RULES[rule], op.name, op.path, text, source))
@@ -108,7 +108,7 @@ class SchemaRules:
     def schema(self, op: Op, where: Where, base: YMap | None, rev: YMap | None) -> None:
         if base is None or rev is None:
             return
-        key = (id(base), id(rev), where.prefix + where.name)
+        key = (id(base), id(rev), where.direction + where.kind)
         if key in self._comparing:  # a recursive schema met again
             return
         self._comparing.add(key)

@@ -57,14 +57,17 @@ def _markdown(findings: Sequence[Finding]) -> str:
 
 def changelog(base: Document, revision: Document, findings: Sequence[Finding]) -> str:
     """Every finding, INFO included, as markdown grouped by operation: a section for release
-    notes, titled by the two files and their info.version. Lines are left out, so that the
+    notes, titled by info.title and the two info.versions. Lines are left out, so that the
     section changes only when what a client sees changes."""
-    title = (f"## {revision.title or 'API'}: `{base.file}` ({base.version or '?'}) to "
-             f"`{revision.file}` ({revision.version or '?'})")
-    lines = [title, ""]
+    lines = [f"## {revision.title or 'API'} {base.version or '?'} to {revision.version or '?'}",
+             ""]
+    compared = f"`{base.file}` to `{revision.file}`"
     if not findings:
-        return "\n".join([*lines, "No changes.", ""])
-    lines += [f"{summary(findings)}.", ""]
+        return "\n".join([*lines, f"{compared}: no changes.", ""])
+    counts = ", ".join(f"{sum(f.level == level for f in findings)} {level}"
+                       for level in (ERR, WARN, INFO))
+    lines += [f"{compared}: {len(findings)} change{'s' if len(findings) != 1 else ''} "
+              f"({counts}).", ""]
     groups: dict[str, list[Finding]] = {}
     for finding in findings:
         groups.setdefault(finding.operation or "The whole document", []).append(finding)
@@ -80,5 +83,7 @@ def changelog_page(documents: Sequence[Document], title: str | None = None) -> s
     one to the next, newest first, under `# title` when given."""
     steps = list(itertools.pairwise(documents))
     sections = [changelog(base, rev, diff_documents(base, rev)) for base, rev in reversed(steps)]
-    head = [f"# {title}\n"] if title else []
+    head = [f"# {title}\n\nEvery change from each document to the next, newest first, as "
+            "`petstore contract changelog` finds it: ERR breaks clients, WARN may, INFO does "
+            "not.\n"] if title else []
     return "\n".join([*head, *sections])

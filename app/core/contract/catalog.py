@@ -14,6 +14,8 @@ RULES: dict[str, str] = {
     # Paths and operations
     "endpoint-added": INFO,
     "endpoint-deprecated": INFO,
+    "api-deprecated-sunset-parse": ERR,
+    "api-sunset-date-too-small": ERR,
     "endpoint-reactivated": INFO,
     "api-path-removed-without-deprecation": ERR,
     "api-path-removed-with-deprecation": INFO,

@@ -107,8 +107,7 @@ class _Checker(SchemaRules):
 
     def operation(self, op: Op, base_item: YMap, base: YMap, rev_item: YMap, rev: YMap) -> None:
         if base.get("deprecated") is not True and rev.get("deprecated") is True:
-            self.add("endpoint-deprecated", op, "endpoint deprecated",
-                     self.at_rev(rev, "deprecated"))
+            self.deprecated(op, rev)
         elif base.get("deprecated") is True and rev.get("deprecated") is not True:
             self.add("endpoint-reactivated", op, "endpoint reactivated (no longer deprecated)",
                      self.at_rev(rev))
@@ -116,6 +115,28 @@ class _Checker(SchemaRules):
         self.parameters(op, base_item, base, rev_item, rev)
         self.request_body(op, base, rev)
         self.responses(op, base, rev)
+
+    def deprecated(self, op: Op, rev: YMap) -> None:
+        """An operation newly deprecated: with no x-sunset, or one from today on, INFO; an
+        x-sunset that is not a date, or is past already, ERR (oasdiff with no deprecation
+        policy of days configured)."""
+        if "x-sunset" not in rev:
+            self.add("endpoint-deprecated", op, "endpoint deprecated",
+                     self.at_rev(rev, "deprecated"))
+            return
+        sunset = _sunset_date(rev["x-sunset"])
+        if sunset is None:
+            self.add("api-deprecated-sunset-parse", op,
+                     f"endpoint deprecated, and its x-sunset {show(rev['x-sunset'])!r} is not a "
+                     "date (YYYY-MM-DD or an RFC 3339 date-time)", self.at_rev(rev, "x-sunset"))
+        elif sunset < self.today:
+            self.add("api-sunset-date-too-small", op,
+                     f"endpoint deprecated with the sunset date {sunset.isoformat()}, which is "
+                     "past already", self.at_rev(rev, "x-sunset"))
+        else:
+            self.add("endpoint-deprecated", op,
+                     f"endpoint deprecated, with the sunset date {sunset.isoformat()}",
+                     self.at_rev(rev, "deprecated"))
 
     # -- security -------------------------------------------------------------------------
 

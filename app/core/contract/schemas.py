@@ -300,6 +300,8 @@ def _widens(base: YMap, rev: YMap) -> bool:
     """Whether the revision's type/format accepts everything the base's did."""
     old, new = _types(base), _types(rev)
     old_format, new_format = base.get("format"), rev.get("format")
+    if not new:  # any type now
+        return new_format is None
     if old == {"integer"} and new == {"number"}:
         return new_format is None
     return bool(old) and old <= new and (new_format is None or new_format == old_format)

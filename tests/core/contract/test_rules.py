@@ -8,8 +8,9 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from app.core.contract import ERR, INFO, RULES, WARN
+from app.core.contract import ERR, INFO, RULES, WARN, diff_documents, load_document
 from tests.core.contract.documents import (
+    TODAY,
     answer,
     diff,
     document,
@@ -88,6 +89,9 @@ CASES = [
          ("api-removed-without-deprecation", ERR)),
     Case("endpoint-deprecated", INFO, ops("get"), ops("get", deprecated=True),
          ("endpoint-reactivated", INFO)),
+    Case("api-sunset-date-too-small", ERR, ops("get"), ops("get", **PAST), "skip"),
+    Case("api-deprecated-sunset-parse", ERR, ops("get"),
+         ops("get", deprecated=True, **{"x-sunset": "soon"}), "skip"),
     # Security
     Case("api-security-added", INFO, ops("get", security=[{"key": []}]),
          ops("get", security=[{"key": []}, {"oauth": ["read"]}]), ("api-security-removed", INFO)),
@@ -294,6 +298,26 @@ def test_removing_after_the_sunset_finds_nothing() -> None:
 def test_a_sunset_written_as_a_date_time_is_read_as_its_date() -> None:
     ahead = with_path({"deprecated": True, "x-sunset": "2027-06-01T00:00:00Z"})
     assert found(ahead, ONE_PATH) == [("api-path-removed-before-sunset", ERR)]
+
+
+def test_a_sunset_written_as_a_bare_yaml_date_is_read() -> None:
+    head = 'openapi: 3.0.3\ninfo: {title: T, version: "1"}\npaths:\n'
+    base = load_document("base.yaml", text=head + (
+        "  /orders:\n    get:\n      deprecated: true\n      x-sunset: 2027-06-01\n"
+        "      responses: {}\n  /pets:\n    get:\n      responses: {}\n"))
+    revision = load_document("revision.yaml",
+                             text=head + "  /pets:\n    get:\n      responses: {}\n")
+    [finding] = diff_documents(base, revision, TODAY)
+    assert (finding.id, finding.source) == ("api-path-removed-before-sunset", "base.yaml:5")
+    assert "2027-06-01" in finding.text
+
+
+def test_deprecating_with_a_sunset_ahead_is_information() -> None:
+    assert found(ops("get"), ops("get", **AHEAD)) == [("endpoint-deprecated", INFO)]
+
+
+def test_a_type_dropped_from_a_request_schema_accepts_more() -> None:
+    assert found(*param_pair(INT, {})) == [("request-parameter-type-generalized", INFO)]
 
 
 def test_a_changed_schema_behind_a_ref_is_found_at_the_line_of_the_component() -> None:

@@ -52,6 +52,7 @@ class _Checker(SchemaRules):
     """The rules of paths and operations, over the schema rules."""
 
     def run(self) -> None:
+        """Every finding: the document's security, then each path and operation."""
         self.security(DOCUMENT, self.base.root, self.rev.root, "api-global-security")
         base_paths = mapping(self.base.root.get("paths"))
         rev_paths = mapping(self.rev.root.get("paths"))
@@ -84,6 +85,8 @@ class _Checker(SchemaRules):
                     self.operation(where, base_item, base_ops[method], rev_item, op)
 
     def removed(self, op: Op, node: YMap, item: YMap, whole_path: bool) -> None:
+        """An operation of the base (node) that the revision has not, alone or with its
+        whole path: allowed only once deprecated and past its x-sunset."""
         prefix = "api-path" if whole_path else "api"
         what = "the path" if whole_path else "the operation"
         source = self.at_base(item, op.method)
@@ -106,6 +109,8 @@ class _Checker(SchemaRules):
                      f"{what} was removed before its sunset date {sunset.isoformat()}", source)
 
     def operation(self, op: Op, base_item: YMap, base: YMap, rev_item: YMap, rev: YMap) -> None:
+        """An operation in both documents, compared (base_item and rev_item are its path's
+        items, whose parameters it inherits)."""
         if base.get("deprecated") is not True and rev.get("deprecated") is True:
             self.deprecated(op, rev)
         elif base.get("deprecated") is True and rev.get("deprecated") is not True:
@@ -169,6 +174,7 @@ class _Checker(SchemaRules):
 
     def parameters(self, op: Op, base_item: YMap, base: YMap, rev_item: YMap,
                    rev: YMap) -> None:
+        """Parameters added or removed, made required or optional, and their schemas."""
         base_params = _parameters(self.base, base_item, base)
         rev_params = _parameters(self.rev, rev_item, rev)
         for key, (param, item) in base_params.items():
@@ -202,6 +208,8 @@ class _Checker(SchemaRules):
     # -- request bodies -------------------------------------------------------------------
 
     def request_body(self, op: Op, base_op: YMap, rev_op: YMap) -> None:
+        """The request body added, removed, made required or optional, its media types
+        and their schemas."""
         base = self.base.resolve(base_op.get("requestBody"))
         rev = self.rev.resolve(rev_op.get("requestBody"))
         if not isinstance(base, YMap) and not isinstance(rev, YMap):
@@ -242,6 +250,7 @@ class _Checker(SchemaRules):
     # -- responses ------------------------------------------------------------------------
 
     def responses(self, op: Op, base_op: YMap, rev_op: YMap) -> None:
+        """Statuses added or removed, and each response in both compared."""
         base_all = mapping(base_op.get("responses"))
         rev_all = mapping(rev_op.get("responses"))
         base_codes = {str(code): code for code in base_all}
@@ -263,6 +272,7 @@ class _Checker(SchemaRules):
                 self.response(op, code, base, rev)
 
     def response(self, op: Op, code: str, base: YMap, rev: YMap) -> None:
+        """One response's media types and their schemas, and its headers."""
         base_media, rev_media = mapping(base.get("content")), mapping(rev.get("content"))
         for media in base_media.keys() - rev_media.keys():
             self.add("response-media-type-removed", op,

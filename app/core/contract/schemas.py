@@ -24,7 +24,6 @@ _BOUNDS = (("minimum", "min"), ("maximum", "max"), ("minLength", "min-length"),
            ("maxLength", "max-length"), ("minItems", "min-items"), ("maxItems", "max-items"))
 
 
-
 @dataclass(frozen=True)
 class Op:
     """The operation a finding is about."""
@@ -47,7 +46,8 @@ class Where:
 
     direction: str  # "request" or "response"
     kind: str  # "parameter" or "body"
-    subject: str  # "the query request parameter limit", or the status of a response
+    subject: str  # a parameter ("the query request parameter limit"), the status of a
+    #               response ("200"), or the media type of a request body
     prop: str = ""  # the property's path below the body ("orders/items/petId")
 
     @property
@@ -67,14 +67,15 @@ class Where:
         return f"the response body (status {self.subject})"
 
     def below(self, step: str) -> Where:
+        """Where a property (or `items`) of this schema is."""
         if self.kind == "parameter":
             return self
         prop = f"{self.prop}/{step}" if self.prop else step
         return Where(self.direction, self.kind, self.subject, prop)
 
 
-
 def show(value: Any) -> str:
+    """A YAML value as a sentence shows it (true, null, 5)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     return "null" if value is None else str(value)
@@ -96,16 +97,21 @@ class SchemaRules:
         self._comparing: set[tuple[int, int, str]] = set()  # the pairs being compared
 
     def add(self, rule: str, op: Op, text: str, source: str) -> None:
+        """A finding of rule (at the rule's level) about op."""
         self.findings.append(Finding(rule, RULES[rule], op.name, op.path, text, source))
 
     def at_rev(self, node: Any, key: Any = None) -> str:
+        """FILE:LINE of node (of its key, when given) in the revision."""
         return self.rev.where(_line(node, key))
 
     def at_base(self, node: Any, key: Any = None) -> str:
+        """FILE:LINE of node (of its key, when given) in the base."""
         return self.base.where(_line(node, key))
 
     # -- schemas --------------------------------------------------------------------------
+
     def schema(self, op: Op, where: Where, base: YMap | None, rev: YMap | None) -> None:
+        """The findings between two schemas at where, down through properties and items."""
         if base is None or rev is None:
             return
         key = (id(base), id(rev), where.direction + where.kind)
@@ -118,6 +124,7 @@ class SchemaRules:
             self._comparing.discard(key)
 
     def _emit(self, rule: str, op: Op, text: str, source: str) -> None:
+        """A finding of rule, if the table has that rule (not every place has every rule)."""
         if rule in RULES:
             self.add(rule, op, text, source)
 
@@ -145,6 +152,7 @@ class SchemaRules:
                         self.rev.schema(rev["items"]))
 
     def enum(self, op: Op, where: Where, base: YMap, rev: YMap) -> None:
+        """Enum values removed or added, or an enum newly set on a request."""
         prefix, name = where.prefix, where.name
         old, new = base.get("enum"), rev.get("enum")
         if not isinstance(new, list):
@@ -163,6 +171,8 @@ class SchemaRules:
                        f"the enum value {show(value)} was added to {name}", source)
 
     def bounds(self, op: Op, where: Where, base: YMap, rev: YMap) -> None:
+        """minimum, maximum, minLength, maxLength, minItems, maxItems raised, lowered, set
+        or removed."""
         for keyword, word in _BOUNDS:
             old: Any = base.get(keyword)
             new: Any = rev.get(keyword)
@@ -182,6 +192,7 @@ class SchemaRules:
                            self.at_base(base, keyword))
 
     def pattern(self, op: Op, where: Where, base: YMap, rev: YMap) -> None:
+        """A pattern added, changed or removed."""
         old, new = base.get("pattern"), rev.get("pattern")
         if old == new:
             return
@@ -198,6 +209,7 @@ class SchemaRules:
                        self.at_rev(rev, "pattern"))
 
     def properties(self, op: Op, where: Where, base: YMap, rev: YMap) -> None:
+        """Properties added or removed, made required or optional, and each compared."""
         if where.kind == "parameter":
             return
         base_props, rev_props = mapping(base.get("properties")), mapping(rev.get("properties"))
@@ -275,7 +287,6 @@ def _line(node: Any, key: Any = None) -> int:
 
 def mapping(node: Any) -> YMap:
     return node if isinstance(node, YMap) else YMap()
-
 
 
 def _required(schema: YMap) -> set[str]:

@@ -17,6 +17,8 @@ RULES: dict[str, str] = {
     "api-deprecated-sunset-parse": ERR,
     "api-sunset-date-too-small": ERR,
     "endpoint-reactivated": INFO,
+    "webhook-added": INFO,
+    "webhook-removed": ERR,
     "api-path-removed-without-deprecation": ERR,
     "api-path-removed-with-deprecation": INFO,
     "api-path-removed-before-sunset": ERR,

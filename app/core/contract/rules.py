@@ -54,6 +54,7 @@ class _Checker(SchemaRules):
     def run(self) -> None:
         """Every finding: the document's security, then each path and operation."""
         self.security(DOCUMENT, self.base.root, self.rev.root, "api-global-security")
+        self.webhooks()
         base_paths = mapping(self.base.root.get("paths"))
         rev_paths = mapping(self.rev.root.get("paths"))
         base_keys = {_path_key(str(p)): p for p in base_paths}
@@ -120,6 +121,16 @@ class _Checker(SchemaRules):
         self.parameters(op, base_item, base, rev_item, rev)
         self.request_body(op, base, rev)
         self.responses(op, base, rev)
+
+    def webhooks(self) -> None:
+        """Webhooks (OpenAPI 3.1's root `webhooks`) removed or added, by name."""
+        base, rev = mapping(self.base.root.get("webhooks")), mapping(self.rev.root.get("webhooks"))
+        for name in base.keys() - rev.keys():
+            self.add("webhook-removed", DOCUMENT, f"the webhook {name} was removed",
+                     self.at_base(base, name))
+        for name in rev.keys() - base.keys():
+            self.add("webhook-added", DOCUMENT, f"the webhook {name} was added",
+                     self.at_rev(rev, name))
 
     def deprecated(self, op: Op, rev: YMap) -> None:
         """An operation newly deprecated: with no x-sunset, or one from today on, INFO; an

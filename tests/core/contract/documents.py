@@ -14,12 +14,16 @@ TODAY = dt.date(2026, 11, 25)
 
 
 def document(paths: dict[str, Any] | None = None, schemas: dict[str, Any] | None = None,
-             security: list[Any] | None = None, openapi: str = "3.0.3") -> dict[str, Any]:
-    """An OpenAPI document with these paths, component schemas and global security."""
+             security: list[Any] | None = None, openapi: str = "3.0.3",
+             webhooks: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An OpenAPI document with these paths, component schemas, global security and
+    webhooks."""
     doc: dict[str, Any] = {"openapi": openapi, "info": {"title": "Rules", "version": "1.0.0"},
                            "paths": paths or {}}
     if security is not None:
         doc["security"] = security
+    if webhooks is not None:
+        doc["webhooks"] = webhooks
     components: dict[str, Any] = {"securitySchemes": {
         "key": {"type": "http", "scheme": "bearer"},
         "oauth": {"type": "oauth2", "flows": {"clientCredentials": {

@@ -92,6 +92,9 @@ CASES = [
     Case("api-sunset-date-too-small", ERR, ops("get"), ops("get", **PAST), "skip"),
     Case("api-deprecated-sunset-parse", ERR, ops("get"),
          ops("get", deprecated=True, **{"x-sunset": "soon"}), "skip"),
+    Case("webhook-removed", ERR, document(webhooks={"orderShipped": {"post": operation()}},
+                                          openapi="3.1.0"),
+         document(openapi="3.1.0"), ("webhook-added", INFO)),
     # Security
     Case("api-security-added", INFO, ops("get", security=[{"key": []}]),
          ops("get", security=[{"key": []}, {"oauth": ["read"]}]), ("api-security-removed", INFO)),

@@ -360,7 +360,8 @@ def _requirements(security: Any) -> dict[str, dict[str, list[str]]]:
     for requirement in security if isinstance(security, list) else []:
         if isinstance(requirement, dict):
             name = " + ".join(sorted(str(k) for k in requirement)) or "{} (none needed)"
-            found[name] = {str(k): list(v or []) for k, v in requirement.items()}
+            found[name] = {str(k): [str(s) for s in v] if isinstance(v, list) else []
+                           for k, v in requirement.items()}
     return found
 
 

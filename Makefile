@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 LOCK := requirements.lock
 
-.PHONY: run test lint lock bench bench-large clean
+.PHONY: run test lint contract-check changelog lock bench bench-large clean
 
 # Exactly the versions CI passed on (requirements.lock), then the service itself on top.
 $(STAMP): pyproject.toml $(LOCK)
@@ -36,13 +36,14 @@ test: $(STAMP)
 SPECTRAL := tools/spectral/node_modules/.bin/spectral
 OPENAPI := $(wildcard openapi/*.yaml openapi/released/*.yaml)
 
-## lint: ruff, mypy, the import-linter contracts (pyproject.toml), and the OpenAPI documents
-## (openapi-spec-validator and Spectral)
+## lint: ruff, mypy, the import-linter contracts (pyproject.toml), the OpenAPI documents
+## (openapi-spec-validator and Spectral), and the release check (contract-check)
 lint: $(STAMP)
 	$(BIN)/ruff check app tests bench wsgi.py
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/openapi-spec-validator $(OPENAPI)
+	@$(MAKE) --no-print-directory contract-check
 	@if command -v npm >/dev/null 2>&1; then \
 		$(MAKE) --no-print-directory $(SPECTRAL) && \
 		$(SPECTRAL) lint --ruleset .spectral.yaml --fail-severity=hint $(OPENAPI); \
@@ -51,6 +52,25 @@ lint: $(STAMP)
 	else \
 		echo "Skipping Spectral: node and npm are not installed (CI runs it)."; \
 	fi
+
+## contract-check: every release in openapi/released/ against the live document of its major
+## version (petstore-v2-2.2.0.yaml against petstore-v2.yaml): fails on any ERR, a change that
+## breaks that release's clients (DESIGN.md D29; docs/contract-review.md)
+contract-check: $(STAMP)
+	@status=0; for released in openapi/released/petstore-v*-*.yaml; do \
+		live=openapi/$$(basename $$released | sed -E 's/^(petstore-v[0-9]+)-.*/\1/').yaml; \
+		echo "petstore contract diff $$released $$live --fail-on ERR"; \
+		$(BIN)/petstore contract diff $$released $$live --fail-on ERR || status=1; \
+	done; \
+	if [ $$status -ne 0 ]; then echo "A released version's clients break (ERR above): undo the \
+	change, or make it in a new major version served beside this one (docs/contract-review.md)."; \
+	fi; exit $$status
+
+## changelog: write docs/changelog-v2.md, every change between v2's releases and the live v2
+changelog: $(STAMP)
+	$(BIN)/petstore contract changelog --title "Changelog of v2" \
+		$$(ls openapi/released/petstore-v2-*.yaml | sort -V) openapi/petstore-v2.yaml \
+		> docs/changelog-v2.md
 
 $(SPECTRAL): tools/spectral/package.json tools/spectral/package-lock.json
 	cd tools/spectral && npm ci --no-audit --no-fund --loglevel=error
@@ -72,6 +92,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.positions
 	$(BIN)/python -m bench.guessing
 	$(BIN)/python -m bench.soak
+	$(BIN)/python -m bench.contract
 
 ## bench-large: peak memory and download time of lists of 10,000 and 1,000,000 orders
 bench-large: $(STAMP)

@@ -71,12 +71,13 @@ def _usage(path: tuple[str, ...], command: click.Command) -> str:
 def _parameters(path: tuple[str, ...], command: click.Command) -> list[str]:
     context = click.Context(command, info_name=" ".join(path))
     rows = []
+    help_option = command.get_help_option(context)
     for parameter in command.get_params(context):
         if isinstance(parameter, click.Argument):
             rows.append(f"| `{parameter.make_metavar(context)}` | argument |")
             continue
         record = parameter.get_help_record(context)
-        if record is not None and (parameter.name != "help" or path == ("petstore",)):
+        if record is not None and (parameter is not help_option or path == ("petstore",)):
             names, meaning = record
             rows.append(f"| `{names}` | {_cell(meaning)} |")
     if not rows:

@@ -166,3 +166,13 @@ def test_the_site_builds_strictly_and_loads_nothing_from_another_host(tmp_path: 
     settings = (tmp_path / "running/settings/index.html").read_text()
     assert all(setting.env in settings for setting in SETTINGS)
     assert "petstore keys create" in (tmp_path / "running/cli/index.html").read_text()
+
+
+REPOSITORY_PATH = re.compile(r"(?<![\w/.-])((?:app|tests|openapi|bench|tools|docs)/[\w./-]*\w/?)")
+
+
+@pytest.mark.parametrize("page", [*PAGES, ROOT / "README.md"], ids=lambda p: str(p.name))
+def test_every_file_a_page_names_exists(page: Path) -> None:
+    missing = sorted({path for path in REPOSITORY_PATH.findall(page.read_text())
+                      if not (ROOT / path).exists()})
+    assert not missing, f"{page.relative_to(ROOT)} names files that do not exist: {missing}"

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 LOCK := requirements.lock
 
-.PHONY: run test lint contract-check changelog lock bench bench-large clean
+.PHONY: run test lint docs contract-check changelog lock bench bench-large clean
 
 # Exactly the versions CI passed on (requirements.lock), then the service itself on top.
 $(STAMP): pyproject.toml $(LOCK)
@@ -37,9 +37,10 @@ SPECTRAL := tools/spectral/node_modules/.bin/spectral
 OPENAPI := $(wildcard openapi/*.yaml openapi/released/*.yaml)
 
 ## lint: ruff, mypy, the import-linter contracts (pyproject.toml), the OpenAPI documents
-## (openapi-spec-validator and Spectral), and the release check (contract-check)
+## (openapi-spec-validator and Spectral), the release check (contract-check), and the
+## manual's build (make docs)
 lint: $(STAMP)
-	$(BIN)/ruff check app tests bench wsgi.py
+	$(BIN)/ruff check app tests bench docs/hooks wsgi.py
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/openapi-spec-validator $(OPENAPI)
@@ -52,6 +53,7 @@ lint: $(STAMP)
 	else \
 		echo "Skipping Spectral: node and npm are not installed (CI runs it)."; \
 	fi
+	@$(MAKE) --no-print-directory docs
 
 ## contract-check: every release in openapi/released/ against the live document of its major
 ## version (petstore-v2-2.2.0.yaml against petstore-v2.yaml): fails on any ERR, a change that
@@ -72,12 +74,17 @@ changelog: $(STAMP)
 		$$(ls openapi/released/petstore-v2-*.yaml | sort -V) openapi/petstore-v2.yaml \
 		> docs/changelog-v2.md
 
+## docs: build the manual (docs/, mkdocs.yml) into site/; --strict fails on a broken link,
+## a missing page, an anchor that does not exist, or a page left out of the nav
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 $(SPECTRAL): tools/spectral/package.json tools/spectral/package-lock.json
 	cd tools/spectral && npm ci --no-audit --no-fund --loglevel=error
 	@touch $(SPECTRAL)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site
 
 ## bench: load benchmarks with wrk (installed from Debian's packages where missing); the
 ## stores benchmark needs a PostgreSQL (PETSTORE_BENCH_POSTGRES_URL, default the local one).

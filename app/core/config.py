@@ -1,7 +1,8 @@
 """Settings: one declared table, the only reader of PETSTORE_* environment variables.
 
-Every setting has a name, a default and a help text; the README lists them all and
-tests/test_docs.py checks that it does (after datasette's DEFAULT_SETTINGS).
+Every setting has a name, a default and a help text; the manual's settings page is rendered
+from this table (docs/hooks/reference.py) and tests/test_docs.py checks it (after
+datasette's DEFAULT_SETTINGS).
 """
 
 from __future__ import annotations

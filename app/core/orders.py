@@ -173,7 +173,13 @@ class Placing:
     def place(self, store: Store, body: dict[str, Any], api_key_id: int,
               key: str) -> Placed:
         """Place the order the body describes (petId, quantity, shipDate, already checked
-        against the document), or replay the key's first answer."""
+        against the document), or replay the key's first answer.
+
+        A shop that keeps a pets catalogue (one pet or more) takes orders only for its pets
+        (issue 36): a petId it does not hold is PetNotInCatalogue, and the key is kept for
+        nothing. With no catalogue, any petId is taken; imports (the operator's, with
+        history) are not held to it. A replay answers as first answered, whatever the
+        catalogue holds now."""
         claim = (api_key_id, key)
         with self._lock:
             if claim in self._keys:
@@ -183,7 +189,8 @@ class Placing:
             new = {"petId": body["petId"], "quantity": body["quantity"]}
             if body.get("shipDate") is not None:
                 new["shipDate"] = body_time(body["shipDate"])
-            placed = store.place_order(new, api_key_id, key, fingerprint(body), utc_now())
+            placed = store.place_order(new, api_key_id, key, fingerprint(body), utc_now(),
+                                       catalogue_pets_only=True)
         finally:
             with self._lock:
                 self._keys.discard(claim)

@@ -185,3 +185,31 @@ def test_a_key_reused_with_another_body_is_422_naming_idempotency_key(
     assert client.post(LIST, json=NEW, headers={**auth, **KEY}).status_code == 201
     reused = client.post(LIST, json={**NEW, "quantity": 3}, headers={**auth, **KEY})
     assert_error(reused, 422, "idempotency_key_reused", "Idempotency-Key")
+
+
+# the pets catalogue -----------------------------------------------------------------------
+
+
+def test_with_a_catalogue_an_order_for_a_pet_outside_it_is_422_and_keeps_no_key(
+        client: Any, auth: dict[str, str], store: Store) -> None:
+    store.import_pets([{"id": 7, "name": "Rex"}, {"id": 8, "name": "Tom"}])
+    refused = client.post(LIST, json={"petId": 999999, "quantity": 1},
+                          headers={**auth, **KEY})
+    error = assert_error(refused, 422, "unknown_pet", "petId")
+    assert error["message"] == (
+        "petId names no pet of this shop's catalogue (there is no pet 999999); order one of "
+        "the pets GET /v1/pets lists.")
+    for header in ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"):
+        assert header in refused.headers
+    assert store.count_orders() == 4
+    # Corrected, the same key places (D23: a refused request keeps no key).
+    placed = client.post(LIST, json=NEW, headers={**auth, **KEY})
+    assert placed.status_code == 201 and placed.json()["petId"] == 7
+    assert "idempotent-replayed" not in placed.headers
+
+
+def test_without_a_catalogue_an_order_for_any_pet_is_placed(
+        client: Any, auth: dict[str, str]) -> None:
+    placed = client.post(LIST, json={"petId": 999999, "quantity": 1},
+                         headers={**auth, **KEY})
+    assert placed.status_code == 201 and placed.json()["petId"] == 999999

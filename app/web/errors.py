@@ -146,7 +146,7 @@ def _problem(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
         return error_response(
             401,
             "missing_api_key",
-            "Send an API key in the header 'Authorization: Bearer <key>'.",
+            "Send an API key in the Authorization header: Bearer, a space, then the key.",
             {"WWW-Authenticate": "Bearer"},
         )
     if isinstance(exc, FieldProblem):

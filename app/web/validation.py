@@ -36,6 +36,10 @@ class FieldProblem(BadRequestProblem):
         return cls(exc.sentence, exc.name)
 
 
+# The subject of a sentence about a member or parameter sent with an empty name.
+EMPTY_NAME = "A name that is empty"
+
+
 def _facts(error: ValidationError) -> dict[str, Any]:
     """The schema the value failed against, with the failed keyword's value."""
     schema = error.schema if isinstance(error.schema, dict) else {}
@@ -66,8 +70,10 @@ def body_problem(error: ValidationError) -> FieldProblem:
     facts = _facts(error)
     facts["item"] = any(isinstance(part, int) for part in path)
     rule, names, facts = _broken(error, names, facts)
+    if not names:  # the body as a whole
+        return FieldProblem(problems.sentence(problems.BODY, rule, facts), None)
     field = ".".join(names)
-    return FieldProblem(problems.sentence(field or problems.BODY, rule, facts), field or None)
+    return FieldProblem(problems.sentence(field or EMPTY_NAME, rule, facts), field)
 
 
 def parameter_problem(error: ValidationError | None, definition: dict[str, Any],
@@ -95,7 +101,8 @@ def unknown_query_problem(sent: Iterable[str], declared: list[str]) -> FieldProb
     DESIGN.md D19): the first one sent is named."""
     name = next(iter(sent))
     facts = {"where": "query parameter of this operation", "known": declared}
-    return FieldProblem(problems.sentence(name, "additionalProperties", facts), name)
+    return FieldProblem(problems.sentence(name or EMPTY_NAME, "additionalProperties", facts),
+                        name)
 
 
 def whole_body_problem(rule: str) -> FieldProblem:

@@ -86,6 +86,8 @@ RULES: list[tuple[str, tuple[str, str, dict[str, str], Any], str, str | None]] =
      "shipDate must be at most 64 characters long.", "shipDate"),
     ("unknown member", ("POST", LIST, KEY, {**NEW, "id": 3}),
      f"id is not a member of this request body; {MEMBERS}", "id"),
+    ("unknown member with an empty name", ("POST", LIST, KEY, {**NEW, "": 1}),
+     f"A name that is empty is not a member of this request body; {MEMBERS}", ""),
     ("read-only member", ("POST", LIST, KEY, {**NEW, "status": "shipped"}),
      f"status is not a member of this request body; {MEMBERS}", "status"),
     ("unknown member of another body", ("POST", f"{LIST}/1/ship", {}, {"x": 1}),

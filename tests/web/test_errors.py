@@ -6,11 +6,15 @@ hold. Every response is validated against its document."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from app.core import problems
 from app.core.storage import Store
+from app.web.routing import OPENAPI_DIR, V2
 from tests.support import assert_error
 
 LIST = "/v2/store/orders"
@@ -215,3 +219,14 @@ def test_without_a_catalogue_an_order_for_any_pet_is_placed(
     placed = client.post(LIST, json={"petId": 999999, "quantity": 1},
                          headers={**auth, **KEY})
     assert placed.status_code == 201 and placed.json()["petId"] == 999999
+
+
+def test_the_errors_page_lists_every_code_and_every_rule() -> None:
+    """docs/errors.md cannot drift from the document's codes or from the table of rules."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "errors.md").read_text()
+    document = yaml.safe_load((OPENAPI_DIR / V2.document).read_text())
+    for code in document["components"]["schemas"]["Error"]["properties"]["code"][
+            "x-extensible-enum"]:
+        assert f"| `{code}` |" in page, f"{code} is not in docs/errors.md's codes"
+    for rule in problems.RULES:
+        assert f"`{rule}`" in page, f"the rule {rule} is not in docs/errors.md"

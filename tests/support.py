@@ -32,14 +32,21 @@ ISSUED_SECRETS: set[str] = set()
 SERVER_LOGS: list[Path] = []
 
 
-def assert_error(response: Any, status: int, code: str) -> dict[str, Any]:
+def assert_error(response: Any, status: int, code: str,
+                 param: str | None = None) -> dict[str, Any]:
     """The response is an Error object with this status and code, as JSON, with a one-line
-    message that leaks no stack trace, SQL or key."""
+    message that leaks no stack trace, SQL or key; with param, it names that field (v2's
+    Error only: v1's answers never carry `param`)."""
     assert response.status_code == status, (response.status_code, response.text)
     assert response.headers["content-type"].startswith("application/json")
     body = response.json()
-    assert set(body) == ERROR_FIELDS, body
+    assert set(body) - {"param"} == ERROR_FIELDS, body
     assert body["code"] == code, body
+    if param is not None:
+        assert body.get("param") == param, body
+    request = getattr(response, "_request", None)
+    if request is not None and request.url.path.startswith("/v1/"):
+        assert "param" not in body, body
     assert body["status"] == status
     message = body["message"]
     assert isinstance(message, str) and message and "\n" not in message

@@ -5,9 +5,17 @@ Error body with its status (after sqlite-utils' NotFoundError, translated only b
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from app.core import problems
+
 
 class PetstoreError(Exception):
-    """Base of the domain's exceptions; its message is safe to show a client."""
+    """Base of the domain's exceptions; its message is safe to show a client. param names
+    the one field of the request at fault, as the client sent it, when there is one."""
+
+    param: str | None = None
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -51,6 +59,8 @@ class PreconditionFailed(PetstoreError):
 
 
 class IdempotencyKeyReused(PetstoreError):
+    param = "Idempotency-Key"
+
     def __init__(self) -> None:
         super().__init__("This Idempotency-Key was used before with another request body; "
                          "use a new key for a new order.")
@@ -96,15 +106,33 @@ class NotReady(PetstoreError):
 
 
 class InvalidParameter(PetstoreError):
-    """A value the rules refuse (a cursor that was edited, a date-time without an offset).
-    name is the rule's name for it (shipDateFrom, cursor), and the message says what is
-    wrong with it ("must be ..."); each edge says where the value came from (a query
-    parameter, a CLI option) in front of it."""
+    """A value the rules refuse (a cursor that was edited, a date-time without an offset, a
+    malformed Idempotency-Key). name is the field's name as the client sent it
+    (shipDateFrom, cursor, Idempotency-Key), rule names the rule of app.core.problems it
+    broke, and the message is that rule's predicate ("must be ..."); the sentence puts the
+    two together. Each edge says it its way (a CLI names its option in front of the
+    predicate)."""
 
-    def __init__(self, name: str, message: str, where: str = "query parameter") -> None:
-        super().__init__(message)
-        self.name = name
-        self.where = where  # query parameter, header, body member
+    def __init__(self, name: str, rule: str, facts: Mapping[str, Any] | None = None) -> None:
+        super().__init__(problems.predicate(rule, facts))
+        self.name = self.param = name
+        self.rule = rule
+
+    @property
+    def sentence(self) -> str:
+        """The whole sentence, the field's name first."""
+        return f"{self.name} {self.message}"
+
+
+class PetNotInCatalogue(PetstoreError):
+    """placeOrder named a pet the shop's catalogue does not hold, while it holds some
+    (issue 36). param is the field at fault."""
+
+    param = "petId"
+
+    def __init__(self, pet_id: int) -> None:
+        super().__init__(problems.sentence("petId", "unknown_pet", {"petId": pet_id}))
+        self.pet_id = pet_id
 
 
 class ResyncRequired(PetstoreError):

@@ -53,8 +53,7 @@ def cursor(read: Changes, position: int, order_id: int) -> str:
 
 def _position(after: str) -> tuple[str, int, int]:
     """The era, position and id a cursor carries, if it is intact."""
-    edited = InvalidParameter("after", "is not a cursor this service gave out (it was "
-                                       "changed or cut short).")
+    edited = InvalidParameter("after", "cursor_edited")
     values = unseal(after, edited)
     if (len(values) != 4 or values[0] != _KIND or not isinstance(values[1], str)
             or not all(isinstance(v, int) and not isinstance(v, bool) for v in values[2:])):
@@ -66,7 +65,8 @@ def changes(store: Store, after: str | None = None, limit: int = LIMIT_DEFAULT) 
     """The orders changed after the cursor (from the beginning without one), up to limit,
     in the order of their last change, and the cursor to ask with next."""
     if not 1 <= limit <= LIMIT_MAX:
-        raise InvalidParameter("limit", f"must be a whole number from 1 to {LIMIT_MAX}.")
+        raise InvalidParameter("limit", "type",
+                               {"type": "integer", "minimum": 1, "maximum": LIMIT_MAX})
     since = _position(after) if after else None
     read = store.order_changes(since[1:] if since else None, limit)
     if since is not None:

@@ -124,15 +124,33 @@ KEYS_KEPT = dt.timedelta(hours=24)
 PURGE_EVERY = 3600.0
 
 
-def idempotency_key(header: str) -> str:
+IDEMPOTENCY_KEY = "Idempotency-Key"
+IDEMPOTENCY_KEY_MAX = 255
+IDEMPOTENCY_KEY_PURPOSE = (
+    "send a key of your own making with each new order, such as a UUID (1 to 255 printable "
+    "ASCII characters), so that a retry with the same key places the order only once")
+
+
+def idempotency_key(header: str | None) -> str:
     """The key of an Idempotency-Key header (draft-ietf-httpapi-idempotency-key-header): 1 to
     255 printable ASCII characters, bare or quoted as an RFC 8941 string. Raises
-    InvalidParameter."""
+    InvalidParameter saying which rule the header broke: missing (None), empty, not
+    printable ASCII, too long."""
+    if header is None:
+        raise InvalidParameter(IDEMPOTENCY_KEY, "required", {"purpose": IDEMPOTENCY_KEY_PURPOSE})
     quoted = len(header) > 2 and header[0] == header[-1] == '"'
     key = header[1:-1] if quoted else header
-    if not 1 <= len(key) <= 255 or not key.isascii() or not key.isprintable():
-        raise InvalidParameter("Idempotency-Key", "must be 1 to 255 printable ASCII "
-                               "characters, bare or in double quotes", where="header")
+    if not key:
+        raise InvalidParameter(IDEMPOTENCY_KEY, "minLength",
+                               {"minLength": 1, "maxLength": IDEMPOTENCY_KEY_MAX,
+                                "what": "printable ASCII characters"})
+    if not key.isascii() or not key.isprintable():
+        raise InvalidParameter(IDEMPOTENCY_KEY, "printable_ascii",
+                               {"minLength": 1, "maxLength": IDEMPOTENCY_KEY_MAX})
+    if len(key) > IDEMPOTENCY_KEY_MAX:
+        raise InvalidParameter(IDEMPOTENCY_KEY, "too_long",
+                               {"maxLength": IDEMPOTENCY_KEY_MAX,
+                                "what": "printable ASCII characters"})
     return key
 
 
@@ -155,7 +173,13 @@ class Placing:
     def place(self, store: Store, body: dict[str, Any], api_key_id: int,
               key: str) -> Placed:
         """Place the order the body describes (petId, quantity, shipDate, already checked
-        against the document), or replay the key's first answer."""
+        against the document), or replay the key's first answer.
+
+        A shop that keeps a pets catalogue (one pet or more) takes orders only for its pets
+        (issue 36): a petId it does not hold is PetNotInCatalogue, and the key is kept for
+        nothing. With no catalogue, any petId is taken; imports (the operator's, with
+        history) are not held to it. A replay answers as first answered, whatever the
+        catalogue holds now."""
         claim = (api_key_id, key)
         with self._lock:
             if claim in self._keys:
@@ -165,7 +189,8 @@ class Placing:
             new = {"petId": body["petId"], "quantity": body["quantity"]}
             if body.get("shipDate") is not None:
                 new["shipDate"] = body_time(body["shipDate"])
-            placed = store.place_order(new, api_key_id, key, fingerprint(body), utc_now())
+            placed = store.place_order(new, api_key_id, key, fingerprint(body), utc_now(),
+                                       catalogue_pets_only=True)
         finally:
             with self._lock:
                 self._keys.discard(claim)
@@ -180,9 +205,8 @@ def body_time(text: Any, name: str = "shipDate") -> str:
     """A date-time member of a request body, as stored; raises InvalidParameter."""
     try:
         return parse_time(text, name)
-    except InvalidOrder as exc:
-        raise InvalidParameter(name, str(exc).removeprefix(f"{name} "),
-                               where="body member") from None
+    except InvalidOrder:
+        raise InvalidParameter(name, "date_time_range") from None
 
 
 def forget_old_keys(store: Store, every: float = PURGE_EVERY) -> None:

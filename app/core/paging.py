@@ -54,9 +54,7 @@ def ship_time(text: str, name: str) -> str:
     try:
         stored = parse_time(text, name)
     except InvalidOrder as exc:
-        raise InvalidParameter(name, "must be a date-time with "
-                                     "an offset between the years 1 and 9999 in UTC, such as "
-                                     "2026-11-20T10:00:00Z.") from exc
+        raise InvalidParameter(name, "date_time_range") from exc
     moment = dt.datetime.fromisoformat(text.strip())
     if moment.microsecond:
         try:
@@ -73,11 +71,9 @@ def order_query(*, status: Iterable[str] | None = None, pet_id: int | None = Non
     statuses = tuple(sorted(set(status or ())))
     unknown = [s for s in statuses if s not in ORDER_STATUSES]
     if unknown:
-        raise InvalidParameter("status", f"must list some of "
-                                         f"{', '.join(ORDER_STATUSES)}.")
+        raise InvalidParameter("status", "enum", {"enum": ORDER_STATUSES, "item": True})
     if sort not in SORTS:
-        raise InvalidParameter("sort", f"must be one of "
-                                       f"{', '.join(SORTS)}.")
+        raise InvalidParameter("sort", "enum", {"enum": SORTS})
     return OrderQuery(
         statuses=statuses,
         pet_id=pet_id,
@@ -130,8 +126,7 @@ def encode_cursor(query: OrderQuery, after: Position) -> str:
 
 def decode_cursor(cursor: str, query: OrderQuery) -> Position:
     """The position a cursor names, if it is intact and was made for this query."""
-    edited = InvalidParameter("cursor", "is not one this service "
-                                        "gave out (it was changed or cut short).")
+    edited = InvalidParameter("cursor", "cursor_edited")
     try:
         version, made_for, ship_date, order_id = unseal(cursor, edited)
     except ValueError:
@@ -139,10 +134,7 @@ def decode_cursor(cursor: str, query: OrderQuery) -> Position:
     if version != CURSOR_VERSION or not isinstance(order_id, int):
         raise edited
     if made_for != fingerprint(query):
-        raise InvalidParameter("cursor", "belongs to other filters "
-                                         "or another sort: send it with the same status, petId, "
-                                         "complete, shipDateFrom, shipDateTo and sort as the "
-                                         "page it came from.")
+        raise InvalidParameter("cursor", "cursor_other_query")
     return Position(ship_date, order_id)
 
 
@@ -150,8 +142,8 @@ def page(store: Store, query: OrderQuery, limit: int = LIMIT_DEFAULT,
          cursor: str | None = None) -> Page:
     """One page of the orders the query selects, in its sort, after the cursor's position."""
     if not 1 <= limit <= LIMIT_MAX:
-        raise InvalidParameter("limit", f"must be a whole number "
-                                        f"from 1 to {LIMIT_MAX}.")
+        raise InvalidParameter("limit", "type",
+                               {"type": "integer", "minimum": 1, "maximum": LIMIT_MAX})
     after = decode_cursor(cursor, query) if cursor else None
     # One more than asked: whether there is a next page, without a second query.
     rows = store.page_orders(query, after, limit + 1)

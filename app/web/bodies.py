@@ -8,8 +8,10 @@ a body here; GET and DELETE bodies are ignored, as ever (D6)."""
 
 from __future__ import annotations
 
-from connexion.exceptions import BadRequestProblem, ClientProblem
+from connexion.exceptions import ClientProblem
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.web.validation import whole_body_problem
 
 MAX_BODY_BYTES = 16 * 1024
 
@@ -48,8 +50,7 @@ class BodyLimit:
             try:
                 body.decode("utf-8")
             except UnicodeDecodeError:
-                raise BadRequestProblem(
-                    detail="The request body is not valid JSON: it is not UTF-8.") from None
+                raise whole_body_problem("not_utf8") from None
         await self.app(scope, _replay([{"type": "http.request", "body": body}], receive), send)
 
 

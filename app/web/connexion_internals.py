@@ -14,8 +14,9 @@ Each piece names the Connexion behaviour or issue that forces it:
 - Mount order. The operations API sits at base path "" (D16); Starlette tries mounts in
   the order added, and a Mount("") first matches every path. (_specific_first)
 - Slash redirects. Starlette's router redirects a trailing slash; D7 wants 404.
-- Validation messages. Connexion's are jsonschema dumps, and it deep-copies each
-  parameter's definition and builds a validator on every request. (ParameterValidator)
+- Validation messages. Connexion's are jsonschema's messages (and dumps), which
+  app.web.validation puts in our words; and it deep-copies each parameter's definition and
+  builds a validator on every request. (ParameterValidator, JSONBodyValidator)
 - Server errors. The default ServerErrorMiddleware handler answers an empty 500 for
   errors raised outside the handlers (connexion#2059). (strict_middlewares)
 - Per-request setup. The decorator chain of an operation, with three inspect.signature
@@ -42,8 +43,10 @@ import starlette.convertors
 import werkzeug.routing
 from connexion import FlaskApp
 from connexion.apps.flask import FlaskOperation
+from connexion.datastructures import MediaTypeDict
 from connexion.decorators import FlaskDecorator
 from connexion.decorators.parameter import SyncParameterDecorator
+from connexion.exceptions import BadRequestProblem
 from connexion.middleware.main import ConnexionMiddleware
 from connexion.middleware.request_validation import (
     RequestValidationAPI,
@@ -56,11 +59,16 @@ from connexion.middleware.swagger_ui import SwaggerUIMiddleware
 from connexion.security import AbstractSecurityHandler, BearerSecurityHandler
 from connexion.uri_parsing import OpenAPIURIParser
 from connexion.utils import is_null, is_nullable
+from connexion.validators import VALIDATOR_MAP as CONNEXION_VALIDATORS
+from connexion.validators import JSONRequestBodyValidator
 from connexion.validators import ParameterValidator as ConnexionParameterValidator
 from connexion.validators.parameter import draft4_format_checker
 from jsonschema import Draft4Validator, ValidationError
+from starlette.datastructures import Headers
 from starlette.routing import Mount, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.web import validation
 
 CANONICAL_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)\Z")
 
@@ -179,7 +187,8 @@ _VALIDATORS: dict[int, tuple[dict[str, Any], Draft4Validator]] = {}
 
 
 class ParameterValidator(ConnexionParameterValidator):
-    """Connexion's parameter validation with one-sentence messages naming the parameter.
+    """Connexion's parameter validation with our sentences, naming the parameter
+    (app.web.validation; Connexion's are jsonschema's messages).
 
     Connexion deep-copies each parameter's definition and builds a jsonschema validator
     for it on every request; here each parameter's validator is built once."""
@@ -188,19 +197,33 @@ class ParameterValidator(ConnexionParameterValidator):
     def validate_parameter(
         parameter_type: str, value: Any, param: dict[str, Any], param_name: str | None = None
     ) -> str | None:
+        """None when the value is valid; else raises validation.FieldProblem."""
         if is_nullable(param) and is_null(value):
             return None
         if value is None:
-            missing = bool(param.get("required"))
-        else:
-            missing = False
-            try:
-                ParameterValidator._validator(param).validate(value)
-            except ValidationError:
-                missing = True
-        if not missing:
+            if param.get("required"):
+                raise validation.parameter_problem(None, param, value)
             return None
-        return f"The {parameter_type} parameter {param['name']} must be {_describe(param)}."
+        try:
+            ParameterValidator._validator(param).validate(value)
+        except ValidationError as error:
+            raise validation.parameter_problem(error, param, value) from None
+        return None
+
+    def validate_request(self, request: Any) -> None:
+        """Connexion's checks in Connexion's order, each raising validation.FieldProblem."""
+        if self.strict_validation:
+            declared = [p["name"] for p in self.parameters.get("query", [])]
+            allowed = {*declared, *self.security_query_params}
+            extra = [name for name in request.query_params if name not in allowed]
+            if extra:
+                raise validation.unknown_query_problem(extra, declared)
+        for kind, check in (("query", self.validate_query_parameter),
+                            ("path", self.validate_path_parameter),
+                            ("header", self.validate_header_parameter),
+                            ("cookie", self.validate_cookie_parameter)):
+            for param in self.parameters.get(kind, []):
+                check(param, request)
 
     @staticmethod
     def _validator(param: dict[str, Any]) -> Draft4Validator:
@@ -213,29 +236,37 @@ class ParameterValidator(ConnexionParameterValidator):
         return entry[1]
 
 
-def _describe(param: dict[str, Any]) -> str:
-    """What a parameter's schema admits, in words."""
-    schema = param.get("schema", param)
-    kind = schema.get("type")
-    if kind == "integer":
-        text = "a whole number in plain decimal digits"
-        if "minimum" in schema and "maximum" in schema:
-            text += f" from {schema['minimum']} to {schema['maximum']}"
-        return text
-    if kind == "boolean":
-        return "true or false"
-    if kind == "array" and "enum" in schema.get("items", {}):
-        return f"one or more of {', '.join(schema['items']['enum'])}, comma-separated"
-    if "enum" in schema:
-        return f"one of {', '.join(map(str, schema['enum']))}"
-    if schema.get("format") == "date-time":
-        return "a date-time with an offset, such as 2026-11-20T10:00:00Z"
-    if kind == "string" and "maxLength" in schema:
-        return f"text of {schema.get('minLength', 0)} to {schema['maxLength']} characters"
-    return f"a valid {kind or 'value'}"
+class JSONBodyValidator(JSONRequestBodyValidator):
+    """Connexion's JSON body validation with our sentences (app.web.validation): a body
+    missing, not JSON, or failing its schema, the member at fault named."""
+
+    async def wrap_receive(self, receive: Receive, *, scope: Scope) -> Any:
+        length = Headers(scope=scope).get("content-length", "0")
+        if (self._required and self._schema.get("default") is None
+                and (not length.isdigit() or not int(length))):
+            raise validation.whole_body_problem("required")
+        return await super().wrap_receive(receive, scope=scope)
+
+    async def _parse(self, stream: Any, scope: Scope) -> Any:
+        try:
+            return await super()._parse(stream, scope)
+        except BadRequestProblem:  # json.loads' message, with its line and column
+            raise validation.whole_body_problem("not_json") from None
+
+    def _validate(self, body: Any) -> dict[str, Any] | None:
+        if not self._nullable and body is None:
+            raise validation.whole_body_problem("required")
+        try:
+            self._validator.validate(body)
+        except ValidationError as error:
+            raise validation.body_problem(error) from None
+        return None
 
 
-VALIDATOR_MAP = {"parameter": ParameterValidator}
+VALIDATOR_MAP = {
+    "parameter": ParameterValidator,
+    "body": MediaTypeDict({**CONNEXION_VALIDATORS["body"], "*/*json": JSONBodyValidator}),
+}
 
 
 class SpecificFirstSwaggerUIMiddleware(SwaggerUIMiddleware):

@@ -10,7 +10,6 @@ sends the same body with send_error.
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
 import orjson
@@ -29,6 +28,7 @@ from app.core.errors import (
     OrderNotFound,
     OrderNotShipped,
     PetNotFound,
+    PetNotInCatalogue,
     PetstoreError,
     PreconditionFailed,
     ResyncRequired,
@@ -37,16 +37,18 @@ from app.core.errors import (
 from app.web.access import request_id_of
 from app.web.bodies import MAX_BODY_BYTES
 from app.web.conditional import order_etag
-from app.web.routing import allowed_methods
+from app.web.routing import APIS, allowed_methods
+from app.web.validation import FieldProblem
 
 log = logging.getLogger("petstore.errors")
 
 RETRY_AFTER_UNAVAILABLE = 1
-EXTRA_PARAMETERS = re.compile(r"Extra (?:query|formData) parameter\(s\) (.+) not in spec")
 
 
 class DuplicateAuthorization(PetstoreError):
     """A request with several Authorization headers (DESIGN.md D12)."""
+
+    param = "Authorization"
 
     def __init__(self) -> None:
         super().__init__("Send one Authorization header, not several.")
@@ -67,22 +69,36 @@ class InsufficientScope(PetstoreError):
                          "the write scope.")
 
 
-def error_body(status: int, code: str, message: str) -> bytes:
-    """The Error object every error response carries, as compact as every other body."""
-    return orjson.dumps({"code": code, "message": message, "status": status})
+def error_body(status: int, code: str, message: str, param: str | None = None) -> bytes:
+    """The Error object every error response carries, as compact as every other body;
+    with param (v2, issue 36) when one field of the request is at fault."""
+    if param is None:
+        return orjson.dumps({"code": code, "message": message, "status": status})
+    return orjson.dumps({"code": code, "message": message, "param": param, "status": status})
 
 
 def error_response(
-    status: int, code: str, message: str, headers: dict[str, str] | None = None
+    status: int, code: str, message: str, headers: dict[str, str] | None = None,
+    param: str | None = None,
 ) -> ConnexionResponse:
     """A ConnexionResponse carrying the Error object."""
     return ConnexionResponse(
         status_code=status,
         mimetype="application/json",
         content_type="application/json",
-        body=error_body(status, code, message),
+        body=error_body(status, code, message, param),
         headers=headers or {},
     )
+
+
+# The base paths of the documents whose Error has `param` (v2 since 2.3.0); v1's answers
+# keep their shape (DESIGN.md D17).
+_PARAM_PATHS = tuple(f"{api.base_path}/" for api in APIS if api.names_params)
+
+
+def _param(request: ConnexionRequest, param: str | None) -> str | None:
+    """param, for the documents whose Error has it."""
+    return param if request.scope["path"].startswith(_PARAM_PATHS) else None
 
 
 async def send_error(
@@ -130,30 +146,18 @@ def _problem(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
         return error_response(
             401,
             "missing_api_key",
-            "Send an API key in the header 'Authorization: Bearer <key>'.",
+            "Send an API key in the Authorization header: Bearer, a space, then the key.",
             {"WWW-Authenticate": "Bearer"},
         )
-    if status == 400:
-        return error_response(400, "invalid_request", _validation_message(exc))
+    if isinstance(exc, FieldProblem):
+        return error_response(400, "invalid_request", exc.message,
+                              param=_param(request, exc.param))
+    if status == 400:  # Connexion's own words are not for clients
+        return error_response(400, "invalid_request", "The request is not valid.")
     if status >= 500:
         return _internal(request, exc)
     code, message = _HTTP_CODES.get(status, ("invalid_request", "The request is not valid."))
     return error_response(status, code, message)
-
-
-def _validation_message(exc: Exception) -> str:
-    """The first line of the problem's detail: connexion_internals.ParameterValidator
-    writes one sentence there; jsonschema's dump of the schema that follows is not for
-    clients."""
-    detail = str(getattr(exc, "detail", "") or "")
-    first = detail.split("\n", 1)[0].strip()
-    # Connexion's strict validation (v2): "Extra query parameter(s) a, b not in spec".
-    extra = EXTRA_PARAMETERS.fullmatch(first)
-    if extra:
-        names = [name.strip() for name in extra.group(1).split(",")]
-        return (f"This operation takes no query parameter named {' or '.join(names)}; "
-                "its parameters are listed in the API's document.")
-    return first or "The request is not valid."
 
 
 def _http_exception(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
@@ -187,13 +191,17 @@ def _domain(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     if isinstance(exc, ResyncRequired):  # D26
         return error_response(410, "resync_required", exc.message)
     if isinstance(exc, IdempotencyKeyReused):
-        return error_response(422, "idempotency_key_reused", exc.message)
+        return error_response(422, "idempotency_key_reused", exc.message,
+                              param=_param(request, exc.param))
+    if isinstance(exc, PetNotInCatalogue):
+        return error_response(422, "unknown_pet", exc.message,
+                              param=_param(request, exc.param))
     if isinstance(exc, IdempotencyKeyInUse):
         return error_response(409, "idempotency_key_in_use", exc.message,
                               {"Retry-After": "1"})
     if isinstance(exc, InvalidParameter):
-        return error_response(400, "invalid_request",
-                              f"The {exc.where} {exc.name} {exc.message}")
+        return error_response(400, "invalid_request", exc.sentence,
+                              param=_param(request, exc.param))
     if isinstance(exc, StoreUnavailable):
         log.warning("store unavailable: %s", exc.message)
         return error_response(
@@ -207,7 +215,8 @@ def _domain(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
         return error_response(503, "service_unavailable", exc.message,
                               {"Retry-After": str(RETRY_AFTER_UNAVAILABLE)})
     if isinstance(exc, DuplicateAuthorization):
-        return error_response(400, "invalid_request", exc.message)
+        return error_response(400, "invalid_request", exc.message,
+                              param=_param(request, exc.param))
     if isinstance(exc, ApiKeyExpired):
         return error_response(401, "api_key_expired", exc.message,
                               {"WWW-Authenticate": 'Bearer error="invalid_token"'})

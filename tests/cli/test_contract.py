@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner, Result
 
 from app.cli import main
@@ -124,7 +125,8 @@ def test_changelog_groups_every_finding_by_operation_info_included(tmp_path: Pat
     result = run("changelog", base, revision)
     assert result.exit_code == 0, result.output
     text = result.stdout
-    assert text.startswith(f"## Pet Store Orders 2.0.0 to 2.2.0\n\n`{base}` to `{revision}`: ")
+    live = yaml.safe_load(LIVE_V2.read_text())["info"]["version"]  # the edited copy's
+    assert text.startswith(f"## Pet Store Orders 2.0.0 to {live}\n\n`{base}` to `{revision}`: ")
     assert "### POST /store/orders\n\n- INFO `endpoint-added`: endpoint added\n" in text
     assert ("### GET /store/orders\n\n- ERR `request-parameter-min-increased`: the minimum of "
             "the query request parameter limit was increased from 1 to 5\n") in text

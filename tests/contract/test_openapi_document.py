@@ -170,9 +170,10 @@ def test_every_document_stands_alone_for_client_generators(document: Any) -> Non
             target = target[part]
 
 
-# v2's own words for what v1 describes for itself: its ids address more than the cancel, and
-# its single orders carry an ETag of their own.
-V2_OWN = {("parameters", "OrderId"), ("headers", "ETag")}
+# v2's own words for what v1 describes for itself: its ids address more than the cancel, its
+# single orders carry an ETag of their own, and its Error names the field at fault (2.3.0;
+# test_v2s_error_is_v1s_with_param holds the rest of it to v1's).
+V2_OWN = {("parameters", "OrderId"), ("headers", "ETag"), ("schemas", "Error")}
 
 
 def test_what_v2_shares_with_v1_is_written_alike() -> None:
@@ -185,8 +186,28 @@ def test_what_v2_shares_with_v1_is_written_alike() -> None:
     shared = [(section, name) for section, entries in v2["components"].items()
               for name in entries if name in v1["components"].get(section, {})
               and (section, name) not in V2_OWN]
-    assert {("schemas", "Order"), ("schemas", "Error"), ("securitySchemes", "bearerAuth"),
+    assert {("schemas", "Order"), ("securitySchemes", "bearerAuth"),
             ("responses", "TooManyRequests"), ("headers", "XRateLimitLimit")} <= set(shared)
     for section, name in shared:
         assert v2["components"][section][name] == v1["components"][section][name], (
             f"components/{section}/{name} differs between v1 and v2")
+
+
+def test_v2s_error_is_v1s_with_param() -> None:
+    """v2's Error is v1's, with the optional `param` (2.3.0, issue 36) and codes only v2
+    answers: v1's answers keep their shape."""
+    v1 = yaml.safe_load((OPENAPI_DIR / V1.document).read_text())["components"]["schemas"]
+    v2 = yaml.safe_load((OPENAPI_DIR / V2.document).read_text())["components"]["schemas"]
+    v1_error, v2_error = v1["Error"], v2["Error"]
+    assert "param" not in v1_error["properties"]
+    assert v2_error["properties"]["param"]["type"] == "string"
+    assert "param" not in v2_error["required"]
+    assert {k: v for k, v in v2_error["properties"].items() if k not in ("param", "code")} == {
+        k: v for k, v in v1_error["properties"].items() if k != "code"}
+    v1_codes = v1_error["properties"]["code"]["x-extensible-enum"]
+    v2_codes = v2_error["properties"]["code"]["x-extensible-enum"]
+    assert set(v1_codes) <= set(v2_codes)
+    for code in v2_codes:
+        assert f"`{code}`" in v2_error["properties"]["code"]["description"], code
+    assert {k: v for k, v in v2_error.items() if k != "properties"} == {
+        k: v for k, v in v1_error.items() if k != "properties"}

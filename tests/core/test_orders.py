@@ -175,7 +175,7 @@ def test_a_key_being_placed_in_this_process_is_in_use_for_a_second_request() -> 
     entered, release = threading.Event(), threading.Event()
 
     class SlowStore:
-        def place_order(self, new: dict[str, Any], *args: Any) -> Any:
+        def place_order(self, new: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
             entered.set()
             release.wait(5)
             return Placed({"id": 1, **new}, 1, replayed=False)

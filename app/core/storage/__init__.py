@@ -111,10 +111,13 @@ class Store(Protocol):
         ...
 
     def place_order(self, new: dict[str, Any], api_key_id: int, idempotency_key: str,
-                    fingerprint: str, now: str) -> Placed:
+                    fingerprint: str, now: str, catalogue_pets_only: bool = False) -> Placed:
         """Place a pending order (petId, quantity, shipDate) under an idempotency key, both
         in one transaction; or, when the key placed one before, replay that first answer.
         Raises IdempotencyKeyReused when the key came with another request (fingerprint).
+        With catalogue_pets_only, a new order (not a replay) for a pet the pets table does
+        not hold, while it holds some, raises PetNotInCatalogue and keeps nothing, the key
+        included (issue 36).
         Of concurrent calls with one key, on any number of hosts, exactly one places."""
         ...
 

@@ -30,7 +30,13 @@ from psycopg import conninfo as pq_conninfo
 from psycopg import errors as pq_errors
 from psycopg_pool import ConnectionPool
 
-from app.core.errors import DuplicateKey, DuplicateOrder, DuplicatePet, StoreUnavailable
+from app.core.errors import (
+    DuplicateKey,
+    DuplicateOrder,
+    DuplicatePet,
+    PetNotInCatalogue,
+    StoreUnavailable,
+)
 from app.core.storage import pg_dump
 from app.core.storage.postgres_schema import MIGRATIONS, SCHEMA_VERSION
 from app.core.storage.records import ApiKey, Changes, Placed, Transition
@@ -38,6 +44,7 @@ from app.core.storage.statements import (
     IDEMPOTENCY_FIND,
     KEY_COLUMNS,
     NEW_ORDER_COLUMNS,
+    PET_OUTSIDE_CATALOGUE,
     SqlStore,
     key_values,
     replayed,
@@ -368,12 +375,15 @@ class PostgresStore(SqlStore):
 
     @_translate_errors
     def place_order(self, new: dict[str, Any], api_key_id: int, idempotency_key: str,
-                    fingerprint: str, now: str) -> Placed:
+                    fingerprint: str, now: str, catalogue_pets_only: bool = False) -> Placed:
         """Place a pending order (petId, quantity, shipDate) under an idempotency key, both
         in one transaction; or, when the key placed one before, replay that first answer
-        (IdempotencyKeyReused when the key came with another request). The key's row is
-        claimed first: a concurrent call with the same key, on any host, waits on the
-        unique index until this transaction ends, then replays what it committed."""
+        (IdempotencyKeyReused when the key came with another request). With
+        catalogue_pets_only, a new order for a pet a non-empty catalogue does not hold is
+        PetNotInCatalogue, and the transaction, the key's claim with it, is rolled back.
+        The key's row is claimed first: a concurrent call with the same key, on any host,
+        waits on the unique index until this transaction ends, then replays what it
+        committed."""
 
         def work(conn: psycopg.Connection[tuple[Any, ...]]) -> Placed | tuple[Any, ...]:
             # Two round trips, and none while the imports' lock and the revision's row are
@@ -388,12 +398,18 @@ class PostgresStore(SqlStore):
                         "INSERT INTO idempotency_keys VALUES (%s, %s, %s, 0, '', 0, %s) "
                         "ON CONFLICT DO NOTHING RETURNING 1",
                         (api_key_id, idempotency_key, fingerprint, now))
+                    # The pet rule (issue 36) in the same round trip as the claim.
+                    outside = conn.execute(PET_OUTSIDE_CATALOGUE.format(p="%s"),
+                                           (new["petId"],)) if catalogue_pets_only else None
                 if claim.fetchone() is None:
                     row = conn.execute(IDEMPOTENCY_FIND.format(p="%s"),
                                        (api_key_id, idempotency_key)).fetchone()
                     conn.execute("COMMIT")
                     assert row is not None  # the claim that won has committed
                     return row
+                refused = outside.fetchone() if outside is not None else None
+                if refused and refused[0]:
+                    raise PetNotInCatalogue(new["petId"])  # rolled back below, claim and all
                 with conn.pipeline():
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (IMPORT_LOCK,))
                     placed = conn.execute(PLACE_ORDER, (

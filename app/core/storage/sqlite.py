@@ -19,7 +19,13 @@ from typing import Any, ParamSpec, TypeVar
 import orjson
 import sqlite_utils
 
-from app.core.errors import DuplicateKey, DuplicateOrder, DuplicatePet, StoreUnavailable
+from app.core.errors import (
+    DuplicateKey,
+    DuplicateOrder,
+    DuplicatePet,
+    PetNotInCatalogue,
+    StoreUnavailable,
+)
 from app.core.storage.records import ApiKey, Changes, Placed, Transition
 from app.core.storage.statements import (
     FEED_ERAS,
@@ -29,6 +35,7 @@ from app.core.storage.statements import (
     KEY_LIFECYCLE,
     LIST_INDEXES,
     NEW_ORDER_COLUMNS,
+    PET_OUTSIDE_CATALOGUE,
     SqlStore,
     key_values,
     placed_order,
@@ -380,16 +387,21 @@ class SQLiteStore(SqlStore):
 
     @_translate_errors
     def place_order(self, new: dict[str, Any], api_key_id: int, idempotency_key: str,
-                    fingerprint: str, now: str) -> Placed:
+                    fingerprint: str, now: str, catalogue_pets_only: bool = False) -> Placed:
         """Place a pending order (petId, quantity, shipDate) under an idempotency key, both
         in one transaction; or, when the key placed one before, replay that first answer
-        (IdempotencyKeyReused when the key came with another request). SQLite's write lock
-        makes concurrent calls take turns: the first places, the others replay."""
+        (IdempotencyKeyReused when the key came with another request). With
+        catalogue_pets_only, a new order for a pet a non-empty catalogue does not hold is
+        PetNotInCatalogue, and nothing is kept. SQLite's write lock makes concurrent calls
+        take turns: the first places, the others replay."""
         with self._write() as db:
             row = db.execute(IDEMPOTENCY_FIND.format(p="?"),
                              (api_key_id, idempotency_key)).fetchone()
             if row is not None:
                 return replayed(row, fingerprint)
+            if catalogue_pets_only and db.execute(PET_OUTSIDE_CATALOGUE.format(p="?"),
+                                                  (new["petId"],)).fetchone()[0]:
+                raise PetNotInCatalogue(new["petId"])
             cursor = db.execute(f"INSERT INTO orders ({NEW_ORDER_COLUMNS}) VALUES (?, ?, ?)",
                                 (new["petId"], new["quantity"], new.get("shipDate")))
             order = placed_order(int(cursor.lastrowid or 0), new)

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from app.core.errors import IdempotencyKeyReused
+from app.core.errors import IdempotencyKeyReused, PetNotInCatalogue
 from app.core.storage import Store
 from tests.core.storage.conftest import Place
 
@@ -104,3 +104,42 @@ def test_keys_past_their_retention_are_forgotten(store: Store) -> None:
     assert not store.place_order(NEW, 1, "old", "fp", NOW).replayed
     assert store.place_order(NEW, 1, "new", "fp", NOW).replayed
     assert store.count_orders() == 3
+
+
+# issue 36: the pets catalogue ----------------------------------------------------------------
+
+
+def test_without_a_catalogue_an_order_for_any_pet_is_placed(store: Store) -> None:
+    placed = store.place_order({"petId": 999999, "quantity": 1}, 1, "k", "fp", NOW,
+                               catalogue_pets_only=True)
+    assert placed.order["petId"] == 999999 and not placed.replayed
+
+
+def test_with_a_catalogue_a_pet_outside_it_is_refused_and_the_key_is_kept_for_nothing(
+        store: Store) -> None:
+    store.import_pets([{"id": 7, "name": "Rex"}])
+    with pytest.raises(PetNotInCatalogue) as refused:
+        store.place_order({"petId": 8, "quantity": 1}, 1, "k", "fp", NOW,
+                          catalogue_pets_only=True)
+    assert refused.value.param == "petId" and "8" in refused.value.message
+    assert store.count_orders() == 0
+    # The same key, corrected, places: the refusal kept no key (D23).
+    placed = store.place_order(NEW, 1, "k", "other fp", NOW, catalogue_pets_only=True)
+    assert placed.order["petId"] == 7 and not placed.replayed
+
+
+def test_a_replay_answers_as_first_answered_whatever_the_catalogue_holds_now(
+        store: Store) -> None:
+    first = store.place_order({"petId": 8, "quantity": 1}, 1, "k", "fp", NOW,
+                              catalogue_pets_only=True)
+    store.import_pets([{"id": 7, "name": "Rex"}])  # a catalogue without pet 8, since
+    again = store.place_order({"petId": 8, "quantity": 1}, 1, "k", "fp", NOW,
+                              catalogue_pets_only=True)
+    assert again.replayed and again.order == first.order
+
+
+def test_imports_and_placing_without_the_rule_are_not_held_to_the_catalogue(
+        store: Store) -> None:
+    store.import_pets([{"id": 7, "name": "Rex"}])
+    store.import_orders([{"id": 1, "petId": 12345}])
+    assert store.place_order({"petId": 8, "quantity": 1}, 1, "k", "fp", NOW).order["id"] == 2

@@ -44,7 +44,7 @@ def place_order(body: dict[str, Any], token_info: dict[str, Any]) -> flask.Respo
     """POST /store/orders: place an order under its Idempotency-Key, or replay the first
     answer to that key (D22, D23)."""
     found = services()
-    key = orders.idempotency_key(flask.request.headers.get("Idempotency-Key", ""))
+    key = orders.idempotency_key(flask.request.headers.get(orders.IDEMPOTENCY_KEY))
     placed = found.placing.place(found.store, body, token_info["key_id"], key)
     headers = {"Location": f"{flask.request.path}/{placed.order['id']}",
                "ETag": order_etag(placed.version)}

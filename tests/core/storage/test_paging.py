@@ -8,6 +8,7 @@ import random
 import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,16 +42,19 @@ def _rows(count: int, first: int = 1) -> list[dict[str, Any]]:
 
 
 def _walk(store: Store, query: OrderQuery, limit: int,
-          pause: float = 0.0) -> list[dict[str, Any]]:
+          between: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+    """Every page of the query, following next; between(pages read so far) runs before
+    each next page: a client reading the page, while the writers go on."""
     seen: list[dict[str, Any]] = []
     cursor = None
-    for _ in range(10_000):
+    for read in range(1, 10_001):
         page = paging.page(store, query, limit, cursor)
         seen += [orjson.loads(text) for text in page.orders]
         if page.next is None:
             return seen
         cursor = page.next
-        time.sleep(pause)  # a client reading the page, while the writers go on
+        if between is not None:
+            between(read)
     raise AssertionError("the walk did not end")
 
 
@@ -177,6 +181,23 @@ def test_no_sql_of_the_service_uses_offset() -> None:
 
 
 WRITES = 120  # changes each writer makes, 2 ms apart: they span the walk, which then ends
+CHANGED_AT_LEAST = 50  # orders the writers change while a walk goes on
+
+
+def _paced_by(changed: set[int], lock: threading.Lock, pages: int) -> Callable[[int], None]:
+    """The pause between a walk's pages: until the writers have changed their share of
+    CHANGED_AT_LEAST orders so far (all of them before the last page), so that on any
+    machine, however loaded, the walk spans that many changes. Pacing by a clock instead
+    let a slow machine's writers fall short (42 of 50 once, under load)."""
+    def pause(read: int) -> None:
+        share = CHANGED_AT_LEAST * min(1.0, read / max(1, pages - 1))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with lock:
+                if len(changed) >= share:
+                    return
+            time.sleep(0.001)
+    return pause
 
 
 def _mutate(place: Place, pending: list[int], first_new: int, ships: bool,
@@ -236,15 +257,13 @@ def test_a_walk_beside_writers_sees_each_unchanged_order_once_and_none_twice(
         writer.start()
     try:
         query = paging.order_query(**filters, sort=sort)
-        # Paced so that every walk, however few its pages, lasts about as long as the
-        # writers' 120 changes (2 ms apart).
-        pages = max(1, len(_expected(list(before.values()), query)) // 25)
-        seen = _walk(store, query, 25, pause=max(0.005, 0.3 / pages))
+        pages = -(-len(_expected(list(before.values()), query)) // 25)
+        seen = _walk(store, query, 25, between=_paced_by(changed, lock, pages))
     finally:
         stop.set()
         for writer in writers:
             writer.join()
-    assert len(changed) >= 50, f"only {len(changed)} orders changed during the walk"
+    assert len(changed) >= CHANGED_AT_LEAST, f"only {len(changed)} orders changed during the walk"
     ids = [o["id"] for o in seen]
     assert len(ids) == len(set(ids)), "an order was seen twice"
     unchanged = set(_expected([o for i, o in before.items() if i not in changed], query))

@@ -141,8 +141,9 @@ class Deliverer:
 
     async def _serve(self, endpoint_id: int) -> None:
         """Deliver to one endpoint while this deliverer holds it."""
+        ahead = Ahead()
         try:
-            while not self.stopping and await self._step(endpoint_id):
+            while not self.stopping and await self._step(endpoint_id, ahead):
                 pass
         except asyncio.CancelledError:
             raise
@@ -155,8 +156,12 @@ class Deliverer:
             if self.tasks.get(endpoint_id) is asyncio.current_task():
                 del self.tasks[endpoint_id]
 
-    async def _step(self, endpoint_id: int) -> bool:
-        """One message sent, or one wait; False when this deliverer no longer holds it."""
+    async def _step(self, endpoint_id: int, ahead: Ahead) -> bool:
+        """One message sent, or one wait; False when this deliverer no longer holds it.
+
+        The endpoint is read at every step (a PATCH, a replay, a rotation or a disable
+        takes effect at the next message); the changes after its place are read
+        READ_AHEAD at a time and kept while its place is where the last one left it."""
         endpoint = await self._call(self.store.get_webhook_endpoint, endpoint_id)
         now = self.clock()
         if (endpoint is None or not endpoint.enabled or endpoint.lease_owner != self.owner
@@ -165,31 +170,42 @@ class Deliverer:
         if endpoint.next_attempt_at is not None and endpoint.next_attempt_at > now:
             await asyncio.sleep(min(endpoint.next_attempt_at - now, RETRY_POLL_SECONDS))
             return True
-        revision = await self._call(self.store.revision)
-        changes = await self._call(self.store.order_changes_after,
-                                   (endpoint.position, endpoint.order_id), READ_AHEAD)
-        change = next((c for c in changes if webhooks.wanted(endpoint, c)), None)
+        place = (endpoint.position, endpoint.order_id)
+        if ahead.after != place:  # moved by a replay, or nothing read yet
+            ahead.changes, ahead.after = [], place
+        if not ahead.changes:
+            ahead.revision = await self._call(self.store.revision)
+            ahead.changes = await self._call(self.store.order_changes_after, place, READ_AHEAD)
+            ahead.full = len(ahead.changes) == READ_AHEAD
+        change = next((c for c in ahead.changes if webhooks.wanted(endpoint, c)), None)
         if change is None:
-            if changes:  # none of them wanted: the place moves past them
-                last = changes[-1]
+            if ahead.changes:  # none of them wanted: the place moves past them
+                last = ahead.changes[-1]
                 await self._call(self.store.webhook_delivered, endpoint.id, self.owner,
                                  last.position, last.order_id)
-                if len(changes) == READ_AHEAD:
+                ahead.changes, ahead.after = [], (last.position, last.order_id)
+                if ahead.full:
                     return True
             self.behind.pop(endpoint_id, None)
             metrics.WEBHOOK_LAG.labels(str(endpoint_id)).set(0)
-            await self.watch.passed(revision, IDLE_SECONDS)
+            await self.watch.passed(ahead.revision, IDLE_SECONDS)
             return True
         since = self.behind.setdefault(endpoint_id, time.time())
         metrics.WEBHOOK_LAG.labels(str(endpoint_id)).set(time.time() - since)
         self.sending.add(endpoint_id)
         try:
-            await self._deliver(endpoint, change)
+            if await self._deliver(endpoint, change):
+                index = ahead.changes.index(change)
+                ahead.changes = ahead.changes[index + 1:]
+                ahead.after = (change.position, change.order_id)
+            else:  # a retry reads the feed again: the order as it is then
+                ahead.changes = []
         finally:
             self.sending.discard(endpoint_id)
         return True
 
-    async def _deliver(self, endpoint: WebhookEndpoint, change: OrderChange) -> None:
+    async def _deliver(self, endpoint: WebhookEndpoint, change: OrderChange) -> bool:
+        """One attempt, recorded with what follows from it; whether it was delivered."""
         assert self.sender is not None
         msg_id = webhooks.webhook_id(change)
         kind = webhooks.message_type(change)
@@ -199,28 +215,38 @@ class Deliverer:
         outcome = await self.sender.send(endpoint.url, headers, body)
         attempt = endpoint.attempt + 1
         metrics.WEBHOOK_ATTEMPTS.labels(_outcome(outcome)).inc()
-        await self._call(self.store.record_webhook_attempt, endpoint_id=endpoint.id,
-                         webhook_id=msg_id, type=kind, attempt=attempt, status=outcome.status,
-                         duration_ms=outcome.duration_ms, response=outcome.response,
-                         error=None if outcome.delivered else outcome.failure(),
-                         now=format_time(dt.datetime.fromtimestamp(sent_at, dt.UTC)))
+        record = dict(endpoint_id=endpoint.id, webhook_id=msg_id, type=kind, attempt=attempt,
+                      status=outcome.status, duration_ms=outcome.duration_ms,
+                      response=outcome.response,
+                      error=None if outcome.delivered else outcome.failure(),
+                      now=format_time(dt.datetime.fromtimestamp(sent_at, dt.UTC)))
         if outcome.delivered:
-            await self._call(self.store.webhook_delivered, endpoint.id, self.owner,
-                             change.position, change.order_id)
-            return
-        now = self.clock()
+            await self._call(self.store.webhook_attempted, self.owner, record,
+                             delivered=(change.position, change.order_id))
+            return True
         if outcome.gone:
-            reason = "the receiver answered 410 Gone"
-            delay = None
+            reason, delay = "the receiver answered 410 Gone", None
         else:
             waited = webhooks.retry_after(outcome.retry_after, time.time())
             delay = webhooks.next_attempt(attempt, waited)
             reason = f"{attempt} attempts failed; the last: {outcome.failure()}"
         if delay is None:
             log.warning("webhook endpoint %s disabled: %s", endpoint.id, reason)
-        await self._call(self.store.webhook_failed, endpoint.id, self.owner, attempt,
-                         None if delay is None else now + delay,
-                         reason if delay is None else None)
+        await self._call(self.store.webhook_attempted, self.owner, record,
+                         next_attempt_at=None if delay is None else self.clock() + delay,
+                         disabled_reason=reason if delay is None else None)
+        return False
+
+
+class Ahead:
+    """An endpoint task's changes read ahead: those after the place `after`, and the
+    revision they were read at (a task with nothing to send waits for a later one)."""
+
+    def __init__(self) -> None:
+        self.after: tuple[int, int] | None = None
+        self.changes: list[OrderChange] = []
+        self.revision = 0
+        self.full = False
 
 
 def _outcome(outcome: webhooks.Outcome) -> str:

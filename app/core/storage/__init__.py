@@ -274,6 +274,14 @@ class Store(Protocol):
         endpoint with a reason, while owner holds its lease; whether it does."""
         ...
 
+    def webhook_attempted(self, owner: str, attempt: dict[str, Any], *,
+                          delivered: tuple[int, int] | None = None,
+                          next_attempt_at: float | None = None,
+                          disabled_reason: str | None = None) -> bool:
+        """Record an attempt and what follows from it (the place moved, or the failure
+        counted) in one transaction, while owner holds the lease; whether it does."""
+        ...
+
     def order_changes_after(self, after: tuple[int, int], limit: int) -> list[OrderChange]:
         """Up to limit orders changed after the feed position, in the order of their last
         change, each with the kind of that change."""

@@ -242,6 +242,15 @@ class PostgresStore(SqlStore, WebhookStatements):
         # broken connection: an insert may have been committed.
         return self._call(lambda conn: conn.execute(sql, params).fetchall(), retry=False)
 
+    @_translate_errors
+    def _write_batch(self, statements: Sequence[tuple[str, tuple[Any, ...]]]
+                     ) -> list[list[tuple[Any, ...]]]:
+        def work(conn: psycopg.Connection[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
+            with conn.transaction():
+                return [conn.execute(sql, params).fetchall() for sql, params in statements]
+
+        return self._call(work, retry=False)
+
     def close(self) -> None:
         """Nothing to close per thread: connections go back to the pool after each call."""
 

@@ -524,6 +524,12 @@ class SQLiteStore(SqlStore, WebhookStatements):
             return db.execute(sql, params).fetchall()
 
     @_translate_errors
+    def _write_batch(self, statements: Sequence[tuple[str, tuple[Any, ...]]]
+                     ) -> list[list[tuple[Any, ...]]]:
+        with self._write() as db:
+            return [db.execute(sql, params).fetchall() for sql, params in statements]
+
+    @_translate_errors
     def _write_many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
         with self._write() as db:
             db.conn.executemany(sql, rows)

@@ -555,8 +555,8 @@ def _stored(changes: dict[str, Any]) -> dict[str, Any]:
 class WebhookStatements:
     """The Store's webhook methods (D28), the same SQL in both databases. A store gives
     PARAM, SKIP_LOCKED (what makes a claim pass over rows another transaction holds),
-    _rows (a read) and _write_rows (one write statement in a transaction of its own,
-    returning the rows its RETURNING clause gives)."""
+    _rows (a read), _write_rows (one write statement in a transaction of its own,
+    returning the rows its RETURNING clause gives) and _write_batch (several in one)."""
 
     PARAM: ClassVar[str]
     SKIP_LOCKED: ClassVar[str]
@@ -567,6 +567,11 @@ class WebhookStatements:
 
     def _write_rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         """Run one write statement in a transaction of its own; the rows it returns."""
+        raise NotImplementedError
+
+    def _write_batch(self, statements: Sequence[tuple[str, tuple[Any, ...]]]
+                     ) -> list[list[tuple[Any, ...]]]:
+        """Run write statements in one transaction; the rows each returns."""
         raise NotImplementedError
 
     def create_webhook_endpoint(self, *, api_key_id: int | None, url: str,
@@ -643,30 +648,61 @@ class WebhookStatements:
                          f"WHERE id = {p} AND lease_owner = {p} RETURNING id",
                          (endpoint_id, owner))
 
+    def _delivered(self, endpoint_id: int, owner: str, position: int,
+                   order_id: int) -> tuple[str, tuple[Any, ...]]:
+        p = self.PARAM
+        return (f"UPDATE webhook_endpoints SET position = {p}, order_id = {p}, attempt = 0, "
+                f"next_attempt_at = NULL WHERE id = {p} AND lease_owner = {p} "
+                f"AND (position, order_id) < ({p}, {p}) RETURNING id",
+                (position, order_id, endpoint_id, owner, position, order_id))
+
+    def _failed(self, endpoint_id: int, owner: str, attempt: int, next_attempt_at: float | None,
+                disabled_reason: str | None) -> tuple[str, tuple[Any, ...]]:
+        p = self.PARAM
+        enabled = "0" if disabled_reason else "enabled"
+        return (f"UPDATE webhook_endpoints SET attempt = {p}, next_attempt_at = {p}, "
+                f"enabled = {enabled}, disabled_reason = coalesce({p}, disabled_reason) "
+                f"WHERE id = {p} AND lease_owner = {p} RETURNING id",
+                (attempt, next_attempt_at, disabled_reason, endpoint_id, owner))
+
+    def _attempt(self, *, endpoint_id: int, webhook_id: str, type: str, attempt: int,
+                 status: int | None, duration_ms: float, response: str, error: str | None,
+                 now: str) -> tuple[str, tuple[Any, ...]]:
+        p = self.PARAM
+        return ("INSERT INTO webhook_attempts (endpoint_id, webhook_id, type, attempt, status, "
+                f"duration_ms, response, error, attempted_at) VALUES ({p}, {p}, {p}, {p}, {p}, "
+                f"{p}, {p}, {p}, {p}) RETURNING id",
+                (endpoint_id, webhook_id, type, attempt, status, duration_ms, response, error,
+                 now))
+
     def webhook_delivered(self, endpoint_id: int, owner: str, position: int,
                           order_id: int) -> bool:
         """The change at (position, order_id) reached the endpoint (or it need not): move
         its place in the feed there, forward only, and clear its retry state; only while
         owner holds its lease. Whether it did."""
-        p = self.PARAM
-        return bool(self._write_rows(
-            f"UPDATE webhook_endpoints SET position = {p}, order_id = {p}, attempt = 0, "
-            f"next_attempt_at = NULL WHERE id = {p} AND lease_owner = {p} "
-            f"AND (position, order_id) < ({p}, {p}) RETURNING id",
-            (position, order_id, endpoint_id, owner, position, order_id)))
+        return bool(self._write_rows(*self._delivered(endpoint_id, owner, position, order_id)))
 
     def webhook_failed(self, endpoint_id: int, owner: str, attempt: int,
                        next_attempt_at: float | None, disabled_reason: str | None) -> bool:
         """An attempt failed: record how many have, and when the next one is; or, with a
         reason, disable the endpoint (its place in the feed kept). Only while owner holds
         its lease; whether it does."""
-        p = self.PARAM
-        enabled = "0" if disabled_reason else "enabled"
-        return bool(self._write_rows(
-            f"UPDATE webhook_endpoints SET attempt = {p}, next_attempt_at = {p}, "
-            f"enabled = {enabled}, disabled_reason = coalesce({p}, disabled_reason) "
-            f"WHERE id = {p} AND lease_owner = {p} RETURNING id",
-            (attempt, next_attempt_at, disabled_reason, endpoint_id, owner)))
+        return bool(self._write_rows(*self._failed(endpoint_id, owner, attempt,
+                                                   next_attempt_at, disabled_reason)))
+
+    def webhook_attempted(self, owner: str, attempt: dict[str, Any], *,
+                          delivered: tuple[int, int] | None = None,
+                          next_attempt_at: float | None = None,
+                          disabled_reason: str | None = None) -> bool:
+        """Record an attempt (the fields of record_webhook_attempt) and what follows from
+        it, in one transaction: delivered, the endpoint's place moves to that (position,
+        id) as webhook_delivered does; else the failure is counted as webhook_failed does.
+        Whether owner still held the lease."""
+        endpoint_id = attempt["endpoint_id"]
+        consequence = (self._delivered(endpoint_id, owner, *delivered) if delivered else
+                       self._failed(endpoint_id, owner, attempt["attempt"], next_attempt_at,
+                                    disabled_reason))
+        return bool(self._write_batch([self._attempt(**attempt), consequence])[-1])
 
     def order_changes_after(self, after: tuple[int, int], limit: int) -> list[OrderChange]:
         """Up to limit orders changed after the feed position (position, id), in the order
@@ -682,13 +718,9 @@ class WebhookStatements:
                                attempt: int, status: int | None, duration_ms: float,
                                response: str, error: str | None, now: str) -> None:
         """Add an attempt to the endpoint's log."""
-        p = self.PARAM
-        self._write_rows(
-            "INSERT INTO webhook_attempts (endpoint_id, webhook_id, type, attempt, status, "
-            f"duration_ms, response, error, attempted_at) VALUES ({p}, {p}, {p}, {p}, {p}, "
-            f"{p}, {p}, {p}, {p}) RETURNING id",
-            (endpoint_id, webhook_id, type, attempt, status, duration_ms, response, error,
-             now))
+        self._write_rows(*self._attempt(
+            endpoint_id=endpoint_id, webhook_id=webhook_id, type=type, attempt=attempt,
+            status=status, duration_ms=duration_ms, response=response, error=error, now=now))
 
     def webhook_attempts(self, endpoint_id: int, before: int | None,
                          limit: int) -> list[WebhookAttempt]:

@@ -4,6 +4,7 @@ on loopback gets each change signed. Every response is validated against the doc
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -187,3 +188,33 @@ def test_a_replay_with_an_edited_cursor_is_400_and_without_one_starts_over(
     assert client.post(replay, json={}, headers=auth).status_code == 202
     first = receiver.wait_for(1)[0].message
     assert first["data"]["id"] == 1 and first["type"] == "order.changed"  # an import
+
+
+def test_metrics_show_attempts_by_outcome_and_endpoints_by_state(
+        loopback: Settings, store: Store, receiver: Receiver) -> None:
+    from tests.web.test_metrics import sample
+
+    secret = make_key(store)
+    app = create_app(loopback.replace(metrics_allow="*"))
+    auth = {"Authorization": f"Bearer {secret}"}
+    with app.test_client() as client:
+        before = client.get("/metrics").text
+        created = _create(client, auth, receiver.url).json()
+        _create(client, auth, "http://127.0.0.1:9/")
+        client.patch(f"{ENDPOINTS}/{created['id']}", json={"enabled": False}, headers=auth)
+        client.patch(f"{ENDPOINTS}/{created['id']}", json={"enabled": True}, headers=auth)
+        store.import_orders([{"id": 1, "petId": 1, "quantity": 1}])
+        receiver.wait_for(1)
+        text = ""
+        for _ in range(100):  # the refused one's attempt is recorded after its failure
+            text = client.get("/metrics").text
+            if sample(text, "petstore_webhook_endpoints", state="retrying") == 1:
+                break
+            time.sleep(0.05)
+    delivered = (sample(text, "petstore_webhook_attempts_total", outcome="delivered")
+                 - sample(before, "petstore_webhook_attempts_total", outcome="delivered"))
+    assert delivered >= 1
+    assert sample(text, "petstore_webhook_attempts_total", outcome="no_answer") >= 1
+    assert sample(text, "petstore_webhook_endpoints", state="delivering") == 1
+    assert sample(text, "petstore_webhook_endpoints", state="retrying") == 1
+    assert f'petstore_webhook_lag_seconds{{endpoint="{created["id"]}"}}' in text

@@ -123,3 +123,21 @@ def test_attempts_page_newest_first_and_are_pruned_by_age(store: Store) -> None:
     assert store.purge_webhook_attempts("2026-11-03T00:00:00Z") == 2
     assert [a.webhook_id for a in store.webhook_attempts(endpoint.id, None, 10)] == \
         ["m5", "m4", "m3"]
+
+
+def test_an_attempt_and_its_consequence_are_one_write(store: Store) -> None:
+    endpoint = _endpoint(store)
+    store.claim_webhook_endpoints("me", 0.0, 30.0, 10)
+    record = dict(endpoint_id=endpoint.id, webhook_id="msg_1_5", type="order.placed",
+                  attempt=1, status=500, duration_ms=3.0, response="no", error="answered 500",
+                  now=NOW)
+    assert store.webhook_attempted("me", record, next_attempt_at=35.0)
+    failing = store.get_webhook_endpoint(endpoint.id)
+    assert failing is not None and (failing.attempt, failing.next_attempt_at) == (1, 35.0)
+    assert not store.webhook_attempted("another", {**record, "attempt": 2},
+                                       delivered=(5, 1))  # not the leaseholder
+    assert store.webhook_attempted("me", {**record, "attempt": 2, "status": 204,
+                                          "error": None}, delivered=(5, 1))
+    done = store.get_webhook_endpoint(endpoint.id)
+    assert done is not None and (done.position, done.order_id, done.attempt) == (5, 1, 0)
+    assert [a.status for a in store.webhook_attempts(endpoint.id, None, 10)] == [204, 500, 500]

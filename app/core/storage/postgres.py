@@ -47,10 +47,10 @@ from app.core.storage.statements import (
     PET_OUTSIDE_CATALOGUE,
     PLACED_KIND,
     SqlStore,
-    WebhookStatements,
     key_values,
     replayed,
 )
+from app.core.storage.webhook_statements import WebhookStatements
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -11,8 +11,8 @@ from app.core.storage.statements import (
     IDEMPOTENCY_KEYS,
     KEY_LIFECYCLE,
     LIST_INDEXES,
-    WEBHOOK_SCHEMA,
 )
+from app.core.storage.webhook_statements import WEBHOOK_SCHEMA
 
 # The row trigger's function of migration 8 (each order's position, its version raised),
 # which migration 9 replaces with one that also writes the kind of the last change.

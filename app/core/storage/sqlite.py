@@ -37,13 +37,12 @@ from app.core.storage.statements import (
     NEW_ORDER_COLUMNS,
     PET_OUTSIDE_CATALOGUE,
     PLACED_KIND,
-    WEBHOOK_SCHEMA,
     SqlStore,
-    WebhookStatements,
     key_values,
     placed_order,
     replayed,
 )
+from app.core.storage.webhook_statements import WEBHOOK_SCHEMA, WebhookStatements
 
 P = ParamSpec("P")
 T = TypeVar("T")

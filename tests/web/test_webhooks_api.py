@@ -218,3 +218,13 @@ def test_metrics_show_attempts_by_outcome_and_endpoints_by_state(
     assert sample(text, "petstore_webhook_endpoints", state="delivering") == 1
     assert sample(text, "petstore_webhook_endpoints", state="retrying") == 1
     assert f'petstore_webhook_lag_seconds{{endpoint="{created["id"]}"}}' in text
+
+
+def test_a_body_that_is_not_json_is_400(client: Any, auth: dict[str, str],
+                                        receiver: Receiver) -> None:
+    created = _create(client, auth, receiver.url).json()
+    for method, path in (("post", ENDPOINTS), ("patch", f"{ENDPOINTS}/{created['id']}"),
+                         ("post", f"{ENDPOINTS}/{created['id']}/replay")):
+        answer = getattr(client, method)(path, content=b"\xc2\xadl\xffug\xfe",
+                                         headers={**auth, "Content-Type": "application/json"})
+        assert_error(answer, 400, "invalid_request")

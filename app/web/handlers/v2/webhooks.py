@@ -10,6 +10,7 @@ import flask
 import orjson
 
 from app.core import webhooks
+from app.core.errors import InvalidParameter
 from app.core.orders import utc_now
 from app.outbound import send_now
 from app.web.handlers import no_content, services
@@ -20,12 +21,26 @@ def _json(value: Any, status: int = 200, headers: dict[str, str] | None = None) 
                           headers=headers)
 
 
+def _object(body: Any) -> dict[str, Any]:
+    """The request's body, if it is a JSON object. Without a JSON Content-Type, Connexion
+    hands over the (validated) body as bytes, as shipOrder's handler also finds."""
+    if isinstance(body, bytes):
+        try:
+            body = orjson.loads(body) if body.strip() else {}
+        except orjson.JSONDecodeError:
+            body = None
+    if isinstance(body, dict):
+        return body
+    raise InvalidParameter("body", "must be a JSON object.", "request")
+
+
 def _allowed() -> tuple[webhooks.Network, ...]:
     return webhooks.networks(services().settings.webhook_allowed_networks)
 
 
 def create_webhook_endpoint(body: dict[str, Any], token_info: dict[str, Any]) -> flask.Response:
     """POST /webhook-endpoints: a new endpoint and its secret, shown this once."""
+    body = _object(body)
     endpoint, secret = webhooks.create(services().store, token_info["key_id"], body.get("url"),
                                        body.get("types"), body.get("description"), _allowed())
     return _json({**webhooks.view(endpoint), "secret": secret}, 201,
@@ -47,8 +62,8 @@ def get_webhook_endpoint(endpointId: int, token_info: dict[str, Any]) -> flask.R
 def update_webhook_endpoint(endpointId: int, body: dict[str, Any],
                             token_info: dict[str, Any]) -> flask.Response:
     """PATCH /webhook-endpoints/{endpointId}: url, types, description, enabled."""
-    endpoint = webhooks.update(services().store, token_info["key_id"], endpointId, body,
-                               _allowed())
+    endpoint = webhooks.update(services().store, token_info["key_id"], endpointId,
+                               _object(body), _allowed())
     return _json(webhooks.view(endpoint))
 
 
@@ -62,8 +77,7 @@ def rotate_webhook_endpoint_secret(endpointId: int, token_info: dict[str, Any],
                                    body: Any = None) -> flask.Response:
     """POST /webhook-endpoints/{endpointId}/rotate-secret: a new secret, the old one
     signing beside it for the grace."""
-    grace = (body or {}).get("graceSeconds", webhooks.GRACE_DEFAULT) \
-        if isinstance(body, dict) else webhooks.GRACE_DEFAULT
+    grace = _object(body or {}).get("graceSeconds", webhooks.GRACE_DEFAULT)
     endpoint, secret = webhooks.rotate(services().store, token_info["key_id"], endpointId,
                                        grace)
     return _json({**webhooks.view(endpoint), "secret": secret})
@@ -81,7 +95,7 @@ def list_webhook_deliveries(endpointId: int, token_info: dict[str, Any],
 def replay_webhook_endpoint(endpointId: int, token_info: dict[str, Any],
                             body: Any = None) -> flask.Response:
     """POST /webhook-endpoints/{endpointId}/replay: deliver again after a feed cursor."""
-    after = body.get("after") if isinstance(body, dict) else None
+    after = _object(body or {}).get("after")
     endpoint = webhooks.replay(services().store, token_info["key_id"], endpointId, after)
     return _json(webhooks.view(endpoint), 202)
 

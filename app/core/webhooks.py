@@ -130,28 +130,25 @@ def check_url(url: Any) -> Target:
     """The URL's target, if it is a webhook URL at all (http or https, a host, no userinfo,
     at most URL_MAX characters); InvalidParameter (400) naming what is wrong."""
     if not isinstance(url, str) or not url:
-        raise InvalidParameter("url", "must be an http:// or https:// URL.", "body member")
+        raise InvalidParameter("url", "url_scheme")
     if len(url) > URL_MAX:
-        raise InvalidParameter("url", f"is longer than {URL_MAX} characters.", "body member")
+        raise InvalidParameter("url", "maxLength", {"maxLength": URL_MAX})
     if any(c.isspace() or ord(c) < 32 for c in url):
-        raise InvalidParameter("url", "must not hold spaces or control characters.",
-                               "body member")
+        raise InvalidParameter("url", "url_spaces")
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError:
-        raise InvalidParameter("url", "is not a valid URL (its host or port).",
-                               "body member") from None
+        raise InvalidParameter("url", "url_invalid") from None
     if parts.scheme not in ("http", "https"):
-        raise InvalidParameter("url", "must begin with http:// or https://.", "body member")
+        raise InvalidParameter("url", "url_scheme")
     if "@" in parts.netloc:
-        raise InvalidParameter("url", "must not carry a user name or password (userinfo); "
-                               "the messages are signed instead.", "body member")
+        raise InvalidParameter("url", "url_userinfo")
     host = parts.hostname or ""
     if not host:
-        raise InvalidParameter("url", "has no host.", "body member")
+        raise InvalidParameter("url", "url_no_host")
     if parts.fragment:
-        raise InvalidParameter("url", "must not have a #fragment.", "body member")
+        raise InvalidParameter("url", "url_fragment")
     return Target(parts.scheme, host, port or (443 if parts.scheme == "https" else 80))
 
 
@@ -188,11 +185,10 @@ def check_types(types: Any) -> tuple[str, ...]:
     if types is None:
         return ()
     if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
-        raise InvalidParameter("types", "must be a list of message types.", "body member")
+        raise InvalidParameter("types", "type", {"type": "array"})
     unknown = [t for t in types if t not in TYPES]
     if unknown:
-        raise InvalidParameter("types", f"holds {unknown[0]!r}, not a message type; the "
-                               f"types are {', '.join(TYPES)}.", "body member")
+        raise InvalidParameter("types", "unknown_type", {"type": unknown[0], "enum": TYPES})
     return tuple(t for t in TYPES if t in types)
 
 
@@ -200,8 +196,7 @@ def _description(description: Any) -> str:
     if description is None:
         return ""
     if not isinstance(description, str) or len(description) > DESCRIPTION_MAX:
-        raise InvalidParameter("description", f"must be text of at most {DESCRIPTION_MAX} "
-                               "characters.", "body member")
+        raise InvalidParameter("description", "maxLength", {"maxLength": DESCRIPTION_MAX})
     return description
 
 
@@ -404,8 +399,8 @@ def update(store: Store, key_id: int | None, endpoint_id: int, changes: dict[str
     endpoint = find(store, key_id, endpoint_id)
     unknown = sorted(set(changes) - {"url", "types", "description", "enabled"})
     if unknown:
-        raise InvalidParameter(unknown[0], "is not a member of a webhook endpoint's update.",
-                               "body member")
+        raise InvalidParameter(unknown[0], "additionalProperties",
+                               {"known": ["url", "types", "description", "enabled"]})
     stored: dict[str, Any] = {}
     if "url" in changes:
         addresses(check_url(changes["url"]), allowed, resolve)
@@ -416,7 +411,7 @@ def update(store: Store, key_id: int | None, endpoint_id: int, changes: dict[str
         stored["description"] = _description(changes["description"])
     if "enabled" in changes:
         if not isinstance(changes["enabled"], bool):
-            raise InvalidParameter("enabled", "must be true or false.", "body member")
+            raise InvalidParameter("enabled", "type", {"type": "boolean"})
         if changes["enabled"] and not endpoint.enabled:
             stored.update(enabled=True, disabled_reason=None, attempt=0, next_attempt_at=None)
         elif not changes["enabled"] and endpoint.enabled:
@@ -439,8 +434,8 @@ def rotate(store: Store, key_id: int | None, endpoint_id: int, grace: Any = GRAC
     seconds (0: stops now). The endpoint and the new secret (shown this once)."""
     if (not isinstance(grace, int) or isinstance(grace, bool)
             or not 0 <= grace <= GRACE_MAX):
-        raise InvalidParameter("graceSeconds", f"must be a whole number from 0 to {GRACE_MAX}.",
-                               "body member")
+        raise InvalidParameter("graceSeconds", "type",
+                               {"type": "integer", "minimum": 0, "maximum": GRACE_MAX})
     endpoint = find(store, key_id, endpoint_id)
     secret = new_secret()
     moment = dt.datetime.now(dt.UTC).timestamp() if now is None else now
@@ -458,12 +453,11 @@ def replay(store: Store, key_id: int | None, endpoint_id: int,
     the endpoint's place in the feed moves there, its retry state is cleared."""
     endpoint = find(store, key_id, endpoint_id)
     if after is not None and not (isinstance(after, str) and 0 < len(after) <= 1024):
-        raise InvalidParameter("after", "must be a cursor of the feed of changed orders.",
-                               "body member")
+        raise InvalidParameter("after", "type", {"type": "string"})
     try:
         position, order_id = feed.resume_point(store, after) if after else (-1, 0)
-    except InvalidParameter as exc:
-        raise InvalidParameter("after", exc.message, "body member") from None
+    except InvalidParameter:
+        raise InvalidParameter("after", "cursor_edited") from None
     updated = store.update_webhook_endpoint(endpoint.id, {
         "position": position, "order_id": order_id, "attempt": 0, "next_attempt_at": None})
     if updated is None:
@@ -478,11 +472,11 @@ def deliveries(store: Store, key_id: int | None, endpoint_id: int,
     (None at the end)."""
     endpoint = find(store, key_id, endpoint_id)
     if not 1 <= limit <= DELIVERIES_LIMIT_MAX:
-        raise InvalidParameter("limit", f"must be a whole number from 1 to "
-                               f"{DELIVERIES_LIMIT_MAX}.")
+        raise InvalidParameter("limit", "type", {"type": "integer", "minimum": 1,
+                                                 "maximum": DELIVERIES_LIMIT_MAX})
     before = None
     if cursor:
-        edited = InvalidParameter("cursor", "is not a cursor this service gave out.")
+        edited = InvalidParameter("cursor", "cursor_edited")
         values = unseal(cursor, edited)
         if (len(values) != 3 or values[0] != _DELIVERIES or values[1] != endpoint.id
                 or not isinstance(values[2], int)):

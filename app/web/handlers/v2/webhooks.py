@@ -9,7 +9,7 @@ from typing import Any
 import flask
 import orjson
 
-from app.core import webhooks
+from app.core import problems, webhooks
 from app.core.errors import InvalidParameter
 from app.core.orders import utc_now
 from app.outbound import send_now
@@ -31,7 +31,7 @@ def _object(body: Any) -> dict[str, Any]:
             body = None
     if isinstance(body, dict):
         return body
-    raise InvalidParameter("body", "must be a JSON object.", "request")
+    raise InvalidParameter(problems.BODY, "type", {"type": "object"})
 
 
 def _allowed() -> tuple[webhooks.Network, ...]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from app.cli import contract, keys, orders, pets, service
+from app.cli import contract, keys, orders, pets, service, webhooks
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -31,3 +31,4 @@ main.add_command(keys.keys)
 main.add_command(orders.orders_group)
 main.add_command(pets.pets_group)
 main.add_command(contract.contract_group)
+main.add_command(webhooks.webhooks_group)

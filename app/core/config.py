@@ -348,6 +348,42 @@ SETTINGS: tuple[Setting, ...] = (
         _non_negative_int,
     ),
     Setting(
+        "WEBHOOKS_ENABLED",
+        "true",
+        "Run a deliverer of webhooks (DESIGN.md D28) in each worker of this host; false on "
+        "a host that should only answer requests (the endpoints are still served).",
+        _boolean,
+    ),
+    Setting(
+        "WEBHOOK_TIMEOUT",
+        "10",
+        "Seconds one attempt to deliver a webhook message may take (connecting, sending and "
+        "the answer); then it counts as failed and is retried on the schedule.",
+        _positive_float,
+    ),
+    Setting(
+        "WEBHOOK_LEASE_SECONDS",
+        "30",
+        "How long a worker holds a webhook endpoint between renewals: a worker that dies "
+        "mid-attempt leaves its endpoints to another within this time (the same message "
+        "is then sent again, with the same webhook-id).",
+        _positive_float,
+    ),
+    Setting(
+        "WEBHOOK_ATTEMPTS_KEPT_DAYS",
+        "30",
+        "Days the log of delivery attempts (GET .../deliveries) keeps each attempt.",
+        _positive_int,
+    ),
+    Setting(
+        "WEBHOOK_ALLOWED_NETWORKS",
+        "",
+        "Addresses or networks (comma-separated, e.g. 127.0.0.0/8) that webhook URLs may "
+        "reach although they are not global (loopback, private, link-local...); empty: "
+        "only global addresses.",
+        _networks,
+    ),
+    Setting(
         "GZIP_LEVEL",
         "5",
         "gzip level (1 fastest to 9 smallest) for responses of 1 kB or more to clients "
@@ -405,6 +441,11 @@ class Settings:
     list_cache_bytes: int = _default("LIST_CACHE_BYTES")
     page_cache_bytes: int = _default("PAGE_CACHE_BYTES")
     feed_max_waiting: int = _default("FEED_MAX_WAITING")
+    webhooks_enabled: bool = _default("WEBHOOKS_ENABLED")
+    webhook_timeout: float = _default("WEBHOOK_TIMEOUT")
+    webhook_lease_seconds: float = _default("WEBHOOK_LEASE_SECONDS")
+    webhook_attempts_kept_days: int = _default("WEBHOOK_ATTEMPTS_KEPT_DAYS")
+    webhook_allowed_networks: str = _default("WEBHOOK_ALLOWED_NETWORKS")
     gzip_level: int = _default("GZIP_LEVEL")
     validate_responses: bool = _default("VALIDATE_RESPONSES")
 

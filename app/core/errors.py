@@ -143,3 +143,24 @@ class ResyncRequired(PetstoreError):
         super().__init__("This cursor was not given by this database as it is now (it comes "
                          "from another database, or from before a restore of a backup): "
                          "start again without `after` and rebuild your copy of the orders.")
+
+
+class WebhookEndpointNotFound(PetstoreError):
+    """No webhook endpoint of this key has the id (another key's is not seen, D28)."""
+
+    def __init__(self, endpoint_id: int) -> None:
+        super().__init__(f"No webhook endpoint has the id {endpoint_id}.")
+        self.endpoint_id = endpoint_id
+
+
+class WebhookUrlNotAllowed(PetstoreError):
+    """A webhook URL whose host is, or resolves to, an address the service may not call
+    (D28's SSRF rules): 422 webhook_url_not_allowed."""
+
+
+class WebhookEndpointLimitReached(PetstoreError):
+    """A key that has the most webhook endpoints a key may have (D28)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"This API key has {limit} webhook endpoints already, the most a "
+                         "key may have; delete one first.")

@@ -61,6 +61,17 @@ def _position(after: str) -> tuple[str, int, int]:
     return values[1], values[2], values[3]
 
 
+def resume_point(store: Store, after: str) -> tuple[int, int]:
+    """The (position, id) a cursor goes on after, if this database gave it as it is now:
+    InvalidParameter for an edited one, ResyncRequired for another database's (D26). A
+    webhook endpoint's replay starts there (D28)."""
+    era, position, order_id = _position(after)
+    read = store.order_changes((position, order_id), 1)
+    if position > read.revision or _era(read, position) != era:
+        raise ResyncRequired()
+    return position, order_id
+
+
 def changes(store: Store, after: str | None = None, limit: int = LIMIT_DEFAULT) -> Feed:
     """The orders changed after the cursor (from the beginning without one), up to limit,
     in the order of their last change, and the cursor to ask with next."""

@@ -43,6 +43,17 @@ ACCEPT_FAILURES = Counter("petstore_accept_failures",
 WORKERS = Gauge("petstore_workers", "Worker processes serving now.",
                 multiprocess_mode="livesum")
 
+# Webhooks (D28). Attempts by outcome: delivered (2xx), refused (another status), gone
+# (410), no_answer (a timeout, a refused address, a network error). Lag: per endpoint, how
+# long the oldest change not yet delivered to it has waited (0 when it is up to date), as
+# the worker that holds the endpoint sees it.
+WEBHOOK_ATTEMPTS = Counter("petstore_webhook_attempts", "Attempts to deliver a webhook "
+                           "message, by outcome (delivered, refused, gone, no_answer).",
+                           ["outcome"])
+WEBHOOK_LAG = Gauge("petstore_webhook_lag_seconds", "Per webhook endpoint, the age of the "
+                    "oldest change not yet delivered to it.", ["endpoint"],
+                    multiprocess_mode="livemax")
+
 # (method, path template, status) -> the labelled counter and histogram. Requests take a
 # handful of distinct label sets; prometheus-client's labels() checks and locks each time.
 _CHILDREN: dict[tuple[str, str, int], tuple[Any, Any]] = {}
@@ -72,6 +83,26 @@ class OrdersByStatus(Collector):
         yield family
 
 
+class WebhookEndpointsByState(Collector):
+    """How many webhook endpoints are enabled (up to date or retrying) and disabled, read
+    from the store at scrape time."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily("petstore_webhook_endpoints", "Webhook endpoints, by "
+                                   "state (delivering, retrying, disabled).", labels=["state"])
+        counts = dict.fromkeys(("delivering", "retrying", "disabled"), 0)
+        for endpoint in self.store.list_webhook_endpoints():
+            state = ("disabled" if not endpoint.enabled
+                     else "retrying" if endpoint.attempt else "delivering")
+            counts[state] += 1
+        for state, count in counts.items():
+            family.add_metric([state], count)
+        yield family
+
+
 def render(store: Store) -> tuple[bytes, str]:
     """The exposition text of every metric, summed over all workers in multiprocess mode."""
     registry = CollectorRegistry()
@@ -79,9 +110,10 @@ def render(store: Store) -> tuple[bytes, str]:
         multiprocess.MultiProcessCollector(registry)
     else:
         for metric in (REQUESTS, LATENCY, REFUSED, BANS, QUOTA_STORAGE_ERRORS, WORKERS,
-                       CONNECTIONS_CLOSED, ACCEPT_FAILURES):
+                       CONNECTIONS_CLOSED, ACCEPT_FAILURES, WEBHOOK_ATTEMPTS, WEBHOOK_LAG):
             registry.register(metric)
     registry.register(OrdersByStatus(store))
+    registry.register(WebhookEndpointsByState(store))
     return generate_latest(registry), CONTENT_TYPE_LATEST
 
 

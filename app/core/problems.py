@@ -140,6 +140,16 @@ RULES: dict[str, Callable[[Facts], str]] = {
                                     "shipDateTo and sort as the page it came from.",
     "unknown_pet": lambda f: f"names no pet of this shop's catalogue (there is no pet "
                              f"{f['petId']}); order one of the pets GET /v1/pets lists.",
+    # a webhook endpoint's URL (D28)
+    "url_scheme": lambda f: "must begin with http:// or https://.",
+    "url_userinfo": lambda f: "must not carry a user name or password (userinfo); the "
+                              "messages are signed instead.",
+    "url_spaces": lambda f: "must not hold spaces or control characters.",
+    "url_invalid": lambda f: "is not a valid URL (its host or port).",
+    "url_no_host": lambda f: "has no host.",
+    "url_fragment": lambda f: "must not have a #fragment.",
+    "unknown_type": lambda f: f"holds {f['type']}, not a message type; the types are "
+                              f"{_listed(f['enum'])}.",
 }
 
 FALLBACK = "is not valid here; see its schema in the API's document."

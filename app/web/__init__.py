@@ -15,7 +15,9 @@ Every reach into Connexion's internals is in connexion_internals.py.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import AsyncIterator
 from typing import Any
 
 import yaml
@@ -34,11 +36,12 @@ from app.web.bodies import BodyLimit
 from app.web.bridge import WSGIBridge
 from app.web.conditional import LIST_OPERATION, AnswerCache, Revalidation
 from app.web.cors import Cors
+from app.web.deliverer import Deliverer
 from app.web.deprecation import Deprecations, retirements
 from app.web.encoding import Compression, OrjsonJsonifier, PacedBodies
 from app.web.errors import register_error_handlers, server_error_handler
 from app.web.handlers import SERVICES
-from app.web.longpoll import LongPoll
+from app.web.longpoll import LongPoll, RevisionWatch
 from app.web.ratelimit import RateLimitMiddleware
 from app.web.routing import APIS, OPENAPI_DIR, OPS, V1, V2, RoutedOnly, TagResolver
 from app.web.security import KeyringForRequests
@@ -86,10 +89,28 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
     origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
     if origins:
         middlewares.insert(0, functools.partial(Cors, origins=origins))
+    # One watch of the revision per worker: the feed's long polling and the webhooks'
+    # deliverer (D28) wake on the same commit signal.
+    watch = RevisionWatch(services.store)
+    deliverer = Deliverer(services.store, settings, watch) if settings.webhooks_enabled \
+        else None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Any) -> AsyncIterator[None]:
+        """The deliverer runs on the worker's event loop from its start to its end."""
+        if deliverer is not None:
+            deliverer.start()
+        try:
+            yield
+        finally:
+            if deliverer is not None:
+                await deliverer.stop()
+
     app = FlaskApp(
         __name__,
         specification_dir=OPENAPI_DIR,
         middlewares=middlewares,
+        lifespan=lifespan,
         # FlaskApp's default indents, which forces the pure-Python encoder.
         jsonifier=OrjsonJsonifier(),
     )
@@ -145,7 +166,7 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
     # Inside the quotas, so that a waiting request counts once, when it arrives.
     app.add_middleware(LongPoll, position=MiddlewarePosition.BEFORE_EXCEPTION, store=store,
                        path=f"{V2.base_path}/store/order-changes",
-                       max_waiting=settings.feed_max_waiting)
+                       max_waiting=settings.feed_max_waiting, watch=watch)
     app.add_middleware(
         Deprecations, position=MiddlewarePosition.BEFORE_SECURITY,
         retired=retirements({op: d for op, (_, d) in operations.items()}),

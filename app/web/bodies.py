@@ -3,8 +3,9 @@ whether its Content-Length says so at once or a chunked body grows past it; and 
 that is not UTF-8 is 400 invalid_request (Connexion's JSON validator decodes it unguarded, a
 UnicodeDecodeError and so a 500). Added before Connexion's validation
 (MiddlewarePosition.BEFORE_VALIDATION), so the quotas have counted the request, and the
-problem it raises is answered by the error handlers with the Error body. Only POST carries
-a body here; GET and DELETE bodies are ignored, as ever (D6)."""
+problem it raises is answered by the error handlers with the Error body. Only POST and
+PATCH (a webhook endpoint's update, D28) carry a body here; GET and DELETE bodies are
+ignored, as ever (D6)."""
 
 from __future__ import annotations
 
@@ -22,14 +23,14 @@ def too_large() -> ClientProblem:
 
 
 class BodyLimit:
-    """Reads a POST's body (at most MAX_BODY_BYTES: 413 past it, read no further), checks
+    """Reads a POST's or PATCH's body (at most MAX_BODY_BYTES: 413 past it, read no further), checks
     that a JSON one is UTF-8, and hands it on whole."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PATCH"):
             await self.app(scope, receive, send)
             return
         headers = dict(scope["headers"])

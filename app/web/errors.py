@@ -33,6 +33,9 @@ from app.core.errors import (
     PreconditionFailed,
     ResyncRequired,
     StoreUnavailable,
+    WebhookEndpointLimitReached,
+    WebhookEndpointNotFound,
+    WebhookUrlNotAllowed,
 )
 from app.web.access import request_id_of
 from app.web.bodies import MAX_BODY_BYTES
@@ -199,6 +202,12 @@ def _domain(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     if isinstance(exc, IdempotencyKeyInUse):
         return error_response(409, "idempotency_key_in_use", exc.message,
                               {"Retry-After": "1"})
+    if isinstance(exc, WebhookEndpointNotFound):  # D28
+        return error_response(404, "webhook_endpoint_not_found", exc.message)
+    if isinstance(exc, WebhookUrlNotAllowed):
+        return error_response(422, "webhook_url_not_allowed", exc.message)
+    if isinstance(exc, WebhookEndpointLimitReached):
+        return error_response(409, "webhook_endpoint_limit_reached", exc.message)
     if isinstance(exc, InvalidParameter):
         return error_response(400, "invalid_request", exc.sentence,
                               param=_param(request, exc.param))

@@ -118,9 +118,11 @@ class RevisionWatch:
 class LongPoll:
     """Holds the feed's empty answers of requests that asked to wait (see the module)."""
 
-    def __init__(self, app: ASGIApp, *, store: Store, path: str, max_waiting: int) -> None:
+    def __init__(self, app: ASGIApp, *, store: Store, path: str, max_waiting: int,
+                 watch: RevisionWatch | None = None) -> None:
         self.app, self.path, self.max_waiting = app, path, max_waiting
-        self.watch = RevisionWatch(store)
+        # The worker's one watch, shared with the webhooks' deliverer (D28).
+        self.watch = watch or RevisionWatch(store)
         self.waiting = 0
         self.stopping = False
         _RUNNING.add(self)

@@ -55,8 +55,20 @@ WRITES_REFUSE = ["2xx", "400", "401", "403", "404", "409", "412", "422", "429", 
 V2_WRITES = [{"include-operation-id": operation,
               "checks": {"positive_data_acceptance": {"expected-statuses": WRITES_REFUSE}}}
              for operation in ("placeOrder", "shipOrder", "completeOrder", "cancelOrder")]
+# The webhook endpoints (D28) refuse schema-valid URLs no JSON Schema can rule out: 400 for
+# one that is not http(s) or carries userinfo, 422 for a host that is not public or does not
+# resolve; 409 past 16 endpoints a key; a replay's cursor, like the feed's, 400 or 410.
+# A schema-violating body of 2,048 escaped characters may also pass the 16 KiB a body may
+# have: 413.
+V2_WEBHOOKS = [{"include-operation-id": operation,
+                "checks": {"positive_data_acceptance": {
+                    "expected-statuses": [*WRITES_REFUSE, "410"]},
+                    "negative_data_rejection": {"expected-statuses": [
+                        "400", "401", "403", "404", "406", "413", "422", "428", "5xx"]}}}
+               for operation in ("createWebhookEndpoint", "updateWebhookEndpoint",
+                                 "replayWebhookEndpoint")]
 # The first configuration an operation matches applies: the writes' first.
-V2_OPERATIONS = [*V2_WRITES, V2_FEED, V2_CURSOR, V2_CANCEL_KEEPS]
+V2_OPERATIONS = [*V2_WRITES, *V2_WEBHOOKS, V2_FEED, V2_CURSOR, V2_CANCEL_KEEPS]
 
 
 class ManyClients:

@@ -54,7 +54,16 @@ def test_the_documents_mark_every_change_and_only_changes_as_needing_write() -> 
                     assert "403" in operation["responses"], (method, path)
     assert marked == {"DELETE /v1/store/orders/{orderId}", "DELETE /v2/store/orders/{orderId}",
                       "POST /v2/store/orders", "POST /v2/store/orders/{orderId}/ship",
-                      "POST /v2/store/orders/{orderId}/complete"}
+                      "POST /v2/store/orders/{orderId}/complete",
+                      # D28: a key's webhook endpoints, read too, need write.
+                      "POST /v2/webhook-endpoints", "GET /v2/webhook-endpoints",
+                      "GET /v2/webhook-endpoints/{endpointId}",
+                      "PATCH /v2/webhook-endpoints/{endpointId}",
+                      "DELETE /v2/webhook-endpoints/{endpointId}",
+                      "POST /v2/webhook-endpoints/{endpointId}/rotate-secret",
+                      "GET /v2/webhook-endpoints/{endpointId}/deliveries",
+                      "POST /v2/webhook-endpoints/{endpointId}/replay",
+                      "POST /v2/webhook-endpoints/{endpointId}/test"}
 
 
 @pytest.mark.parametrize("path", ["/v1/store/orders/1", "/v2/store/orders/1"])

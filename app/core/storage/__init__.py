@@ -17,10 +17,13 @@ from app.core.config import Settings, store_kind
 from app.core.storage.records import (
     ApiKey,
     Changes,
+    OrderChange,
     OrderQuery,
     Placed,
     Position,
     Transition,
+    WebhookAttempt,
+    WebhookEndpoint,
 )
 from app.core.storage.sqlite import SQLiteStore
 
@@ -222,6 +225,81 @@ class Store(Protocol):
         """Store keys exported from another store (digests and metadata, never a secret),
         keeping their ids; all or nothing. Raises DuplicateKey when an id or a digest is
         here already, or twice among them."""
+        ...
+
+    # webhooks (D28) -------------------------------------------------------------------
+
+    def create_webhook_endpoint(self, *, api_key_id: int | None, url: str,
+                                types: Sequence[str], description: str, secret: str,
+                                position: int, order_id: int, now: str) -> WebhookEndpoint:
+        """Store a new endpoint, enabled, at that place in the feed, and return it."""
+        ...
+
+    def list_webhook_endpoints(self, api_key_id: int | None = None) -> list[WebhookEndpoint]:
+        """The endpoints a key made (every endpoint, when api_key_id is None), by id."""
+        ...
+
+    def get_webhook_endpoint(self, endpoint_id: int) -> WebhookEndpoint | None:
+        """The endpoint with this id, or None."""
+        ...
+
+    def update_webhook_endpoint(self, endpoint_id: int,
+                                changes: dict[str, Any]) -> WebhookEndpoint | None:
+        """Set some of the endpoint's fields; the endpoint as it is now, or None."""
+        ...
+
+    def delete_webhook_endpoint(self, endpoint_id: int) -> bool:
+        """Remove the endpoint and its attempts; whether there was one."""
+        ...
+
+    def claim_webhook_endpoints(self, owner: str, now: float, until: float,
+                                limit: int) -> list[WebhookEndpoint]:
+        """Lease up to limit enabled endpoints whose lease is free or ran out (and renew
+        those owner holds) to owner until the given Unix time: each goes to one owner."""
+        ...
+
+    def release_webhook_lease(self, endpoint_id: int, owner: str) -> None:
+        """Give the endpoint's lease up, if owner holds it."""
+        ...
+
+    def webhook_delivered(self, endpoint_id: int, owner: str, position: int,
+                          order_id: int) -> bool:
+        """Move the endpoint's place in the feed forward to (position, order_id) and clear
+        its retry state, while owner holds its lease; whether it did."""
+        ...
+
+    def webhook_failed(self, endpoint_id: int, owner: str, attempt: int,
+                       next_attempt_at: float | None, disabled_reason: str | None) -> bool:
+        """Record a failed attempt's count and the next one's time, or disable the
+        endpoint with a reason, while owner holds its lease; whether it does."""
+        ...
+
+    def webhook_attempted(self, owner: str, attempt: dict[str, Any], *,
+                          delivered: tuple[int, int] | None = None,
+                          next_attempt_at: float | None = None,
+                          disabled_reason: str | None = None) -> bool:
+        """Record an attempt and what follows from it (the place moved, or the failure
+        counted) in one transaction, while owner holds the lease; whether it does."""
+        ...
+
+    def order_changes_after(self, after: tuple[int, int], limit: int) -> list[OrderChange]:
+        """Up to limit orders changed after the feed position, in the order of their last
+        change, each with the kind of that change."""
+        ...
+
+    def record_webhook_attempt(self, *, endpoint_id: int, webhook_id: str, type: str,
+                               attempt: int, status: int | None, duration_ms: float,
+                               response: str, error: str | None, now: str) -> None:
+        """Add an attempt to the endpoint's log."""
+        ...
+
+    def webhook_attempts(self, endpoint_id: int, before: int | None,
+                         limit: int) -> list[WebhookAttempt]:
+        """Up to limit attempts of the endpoint, newest first, before an attempt id."""
+        ...
+
+    def purge_webhook_attempts(self, before: str) -> int:
+        """Forget the attempts made before this time; how many went."""
         ...
 
     def backup(self, target: str, progress: Callable[[str], None] | None = None) -> None:

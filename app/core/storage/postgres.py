@@ -45,10 +45,12 @@ from app.core.storage.statements import (
     KEY_COLUMNS,
     NEW_ORDER_COLUMNS,
     PET_OUTSIDE_CATALOGUE,
+    PLACED_KIND,
     SqlStore,
     key_values,
     replayed,
 )
+from app.core.storage.webhook_statements import WebhookStatements
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -139,8 +141,9 @@ INSERT_INCOMING_UPSERT = (
 # imports' lock: its id as SQLite gives ids (the largest plus one), its JSON as the list
 # gives it.
 PLACE_ORDER = (
-    f"WITH placed AS (INSERT INTO orders (id, {NEW_ORDER_COLUMNS}) "
-    "SELECT coalesce(max(id), 0) + 1, %s::bigint, %s::bigint, %s::text FROM orders "
+    f"WITH placed AS (INSERT INTO orders (id, {NEW_ORDER_COLUMNS}, last_change) "
+    f"SELECT coalesce(max(id), 0) + 1, %s::bigint, %s::bigint, %s::text, {PLACED_KIND} "
+    "FROM orders "
     f"RETURNING id, {ORDER_JSON} AS order_json) "
     "UPDATE idempotency_keys SET order_id = placed.id, order_json = placed.order_json, "
     "order_version = 1 FROM placed WHERE api_key_id = %s AND idempotency_key = %s "
@@ -158,10 +161,11 @@ def connection_parameters(url: str) -> dict[str, Any]:
     return params
 
 
-class PostgresStore(SqlStore):
+class PostgresStore(SqlStore, WebhookStatements):
     """Orders and API keys in one PostgreSQL database, shared by every host."""
 
     PARAM = "%s"
+    SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"  # a claim passes over endpoints being claimed
     ORDER_JSON = ORDER_JSON
     TRUE, FALSE = "true", "false"
     local = False  # every read is a round trip
@@ -231,6 +235,21 @@ class PostgresStore(SqlStore):
 
     def _all(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         return self._call(lambda conn: conn.execute(sql, params).fetchall())
+
+    @_translate_errors
+    def _write_rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        # One statement in autocommit: a transaction of its own. Not repeated after a
+        # broken connection: an insert may have been committed.
+        return self._call(lambda conn: conn.execute(sql, params).fetchall(), retry=False)
+
+    @_translate_errors
+    def _write_batch(self, statements: Sequence[tuple[str, tuple[Any, ...]]]
+                     ) -> list[list[tuple[Any, ...]]]:
+        def work(conn: psycopg.Connection[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
+            with conn.transaction():
+                return [conn.execute(sql, params).fetchall() for sql, params in statements]
+
+        return self._call(work, retry=False)
 
     def close(self) -> None:
         """Nothing to close per thread: connections go back to the pool after each call."""

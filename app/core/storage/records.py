@@ -125,3 +125,63 @@ class Changes:
     rows: list[tuple[str, int, int]]
     revision: int
     eras: list[tuple[int, str]]
+
+
+@dataclass(frozen=True)
+class WebhookEndpoint:
+    """A URL that every change of an order is pushed to (DESIGN.md D28), as stored.
+
+    api_key_id is the key that made it (None for one the operator added). types is the
+    message types it asked for (empty: all). (position, order_id) is where it is in the
+    feed: every change up to it has been delivered. lease_owner holds it until lease_until
+    (a Unix time): one deliverer across all workers and hosts. attempt is how many times
+    the change after its position has failed, and next_attempt_at (a Unix time) when it is
+    tried again. The secret signs; previous_secret too, until previous_until (a Unix time),
+    after a rotation."""
+
+    id: int
+    api_key_id: int | None
+    url: str
+    types: tuple[str, ...]
+    description: str
+    enabled: bool
+    disabled_reason: str | None
+    secret: str
+    previous_secret: str | None
+    previous_until: float | None
+    position: int
+    order_id: int
+    lease_owner: str | None
+    lease_until: float | None
+    attempt: int
+    next_attempt_at: float | None
+    created_at: str
+
+
+@dataclass(frozen=True)
+class WebhookAttempt:
+    """One attempt to deliver a message to an endpoint: the answer's status (None when
+    there was none), how long it took, the first 1 KiB of the answer, the error, and when
+    (ISO 8601 UTC)."""
+
+    id: int
+    endpoint_id: int
+    webhook_id: str
+    type: str
+    attempt: int
+    status: int | None
+    duration_ms: float
+    response: str
+    error: str | None
+    attempted_at: str
+
+
+@dataclass(frozen=True)
+class OrderChange:
+    """The last change of an order as the feed holds it: the order's JSON, its position,
+    its id and the kind of that change (placed, shipped, completed, cancelled, changed)."""
+
+    order: str
+    position: int
+    order_id: int
+    kind: str

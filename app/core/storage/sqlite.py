@@ -36,11 +36,13 @@ from app.core.storage.statements import (
     LIST_INDEXES,
     NEW_ORDER_COLUMNS,
     PET_OUTSIDE_CATALOGUE,
+    PLACED_KIND,
     SqlStore,
     key_values,
     placed_order,
     replayed,
 )
+from app.core.storage.webhook_statements import WEBHOOK_SCHEMA, WebhookStatements
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -164,6 +166,22 @@ def _add_positions_v8(db: sqlite_utils.Database) -> None:
     db.execute("INSERT INTO feed_eras VALUES (0, lower(hex(randomblob(8))))")
 
 
+def _add_webhooks_v9(db: sqlite_utils.Database) -> None:
+    """Webhooks (D28): each order's kind of last change, which the UPDATE trigger of
+    migration 8 now also writes ("changed" for an UPDATE that leaves it as it was), the
+    endpoints and the log of attempts."""
+    for statement in WEBHOOK_SCHEMA:
+        db.execute(statement.format(id="INTEGER PRIMARY KEY"))
+    db.execute("DROP TRIGGER orders_update_takes_position")
+    db.execute("CREATE TRIGGER orders_update_takes_position AFTER UPDATE ON orders "
+               "FOR EACH ROW WHEN NEW.position = OLD.position "
+               "BEGIN UPDATE revision SET value = value + 1; "
+               "UPDATE orders SET position = (SELECT value FROM revision), version = "
+               "CASE WHEN NEW.version = OLD.version THEN OLD.version + 1 ELSE NEW.version END,"
+               " last_change = CASE WHEN NEW.last_change = OLD.last_change THEN 'changed' "
+               "ELSE NEW.last_change END WHERE id = NEW.id; END")
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _create_schema_v1,
     _add_bans_v2,
@@ -173,6 +191,7 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _add_key_lifecycle_v6,
     _add_versions_and_idempotency_keys_v7,
     _add_positions_v8,
+    _add_webhooks_v9,
 )
 
 # The whole list as JSON, built by SQLite: reading rows into Python dicts costs about ten
@@ -194,10 +213,11 @@ ORDERS_JSON_PAGE = (f"SELECT group_concat({ORDER_JSON}, ','), max(id) FROM "
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-class SQLiteStore(SqlStore):
+class SQLiteStore(SqlStore, WebhookStatements):
     """Orders and API keys in one SQLite file."""
 
     PARAM = "?"
+    SKIP_LOCKED = ""  # a claim holds the database's write lock: no row is held by another
     ORDER_JSON = ORDER_JSON
     TRUE, FALSE = "1", "0"
     local = True  # a file on this machine
@@ -402,7 +422,8 @@ class SQLiteStore(SqlStore):
             if catalogue_pets_only and db.execute(PET_OUTSIDE_CATALOGUE.format(p="?"),
                                                   (new["petId"],)).fetchone()[0]:
                 raise PetNotInCatalogue(new["petId"])
-            cursor = db.execute(f"INSERT INTO orders ({NEW_ORDER_COLUMNS}) VALUES (?, ?, ?)",
+            cursor = db.execute(f"INSERT INTO orders ({NEW_ORDER_COLUMNS}, last_change) "
+                                f"VALUES (?, ?, ?, {PLACED_KIND})",
                                 (new["petId"], new["quantity"], new.get("shipDate")))
             order = placed_order(int(cursor.lastrowid or 0), new)
             db.execute("INSERT INTO idempotency_keys VALUES (?, ?, ?, ?, ?, 1, ?)",
@@ -495,6 +516,17 @@ class SQLiteStore(SqlStore):
         with self._write() as db:
             db.execute(f"UPDATE api_keys SET {assignments} WHERE id = ?", (*params, key_id))
         return self.get_key(key_id)
+
+    @_translate_errors
+    def _write_rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with self._write() as db:
+            return db.execute(sql, params).fetchall()
+
+    @_translate_errors
+    def _write_batch(self, statements: Sequence[tuple[str, tuple[Any, ...]]]
+                     ) -> list[list[tuple[Any, ...]]]:
+        with self._write() as db:
+            return [db.execute(sql, params).fetchall() for sql, params in statements]
 
     @_translate_errors
     def _write_many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:

@@ -80,6 +80,8 @@ NEW_ORDER_COLUMNS = "pet_id, quantity, ship_date"
 # pets table's primary key, in the placing transaction.
 PET_OUTSIDE_CATALOGUE = ("SELECT EXISTS (SELECT 1 FROM pets) "
                          "AND NOT EXISTS (SELECT 1 FROM pets WHERE id = {p})")
+# A placed order's last change is its placing (D28; migration 9 adds the column).
+PLACED_KIND = "'placed'"
 
 # D26 (migration 8 of both stores): each order's position, the revision its last change
 # took, so that the feed of changed orders is one range of an index, in commit order. Each
@@ -318,20 +320,22 @@ class SqlStore:
         conditional write, recording when and by which key. Of many concurrent calls,
         exactly one reports changed."""
         p = self.PARAM
-        return self._move(f"status = 'cancelled', cancelled_at = {p}, cancelled_by = {p}",
+        return self._move(f"status = 'cancelled', cancelled_at = {p}, cancelled_by = {p}, "
+                          "last_change = 'cancelled'",
                           (now, key_id), order_id, "status = 'pending'", version)
 
     def ship_order(self, order_id: int, ship_date: str,
                    version: int | None = None) -> Transition:
         """Mark the order shipped on ship_date if it is pending (and at version, when
         given), in one conditional write."""
-        return self._move(f"status = 'shipped', ship_date = {self.PARAM}", (ship_date,),
+        return self._move(f"status = 'shipped', ship_date = {self.PARAM}, "
+                          "last_change = 'shipped'", (ship_date,),
                           order_id, "status = 'pending'", version)
 
     def complete_order(self, order_id: int, version: int | None = None) -> Transition:
         """Mark the order complete if it is shipped and not yet complete (and at version,
         when given), in one conditional write."""
-        return self._move("complete = " + self.TRUE, (), order_id,
+        return self._move(f"complete = {self.TRUE}, last_change = 'completed'", (), order_id,
                           f"status = 'shipped' AND complete = {self.FALSE}", version)
 
     def order_version(self, order_id: int) -> int | None:
@@ -471,3 +475,4 @@ class SqlStore:
         if keys:
             self._insert_keys(keys)
         return len(keys)
+

@@ -74,9 +74,15 @@ def test_both_stores_have_the_same_schema_and_migrations(store: Store, place: Pl
         "idempotency_keys": ["api_key_id", "idempotency_key", "fingerprint", "order_id",
                              "order_json", "order_version", "created_at"],
         "orders": ["id", "pet_id", "quantity", "ship_date", "complete", "status",
-                   "cancelled_at", "cancelled_by", "version", "position"],
+                   "cancelled_at", "cancelled_by", "version", "position", "last_change"],
         "pets": ["id", "name"],
         "revision": ["id", "value"],
+        "webhook_attempts": ["id", "endpoint_id", "webhook_id", "type", "attempt", "status",
+                             "duration_ms", "response", "error", "attempted_at"],
+        "webhook_endpoints": ["id", "api_key_id", "url", "types", "description", "enabled",
+                              "disabled_reason", "secret", "previous_secret",
+                              "previous_until", "position", "order_id", "lease_owner",
+                              "lease_until", "attempt", "next_attempt_at", "created_at"],
     }
 
 

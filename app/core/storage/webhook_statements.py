@@ -1,0 +1,268 @@
+"""What the SQLite and PostgreSQL stores say alike about webhooks (DESIGN.md D28), written
+once: the schema of migration 9 and the Store's webhook methods (WebhookStatements). Each
+store gives the placeholder, how a claim passes over rows another transaction holds, and
+three ways to run SQL (a read, one write, several writes in one transaction)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from app.core.storage.records import OrderChange, WebhookAttempt, WebhookEndpoint
+
+# D28 (migration 9 of both stores): webhooks. Each order records the kind of its last
+# change (placed, shipped, completed, cancelled; "changed" for any other: an import, a
+# hand edit), so that a message's type is the change that put the order where it is: the
+# service's own writes name it, and each store's trigger writes "changed" for an UPDATE
+# that leaves it as it was. The endpoints, each with its place in the feed, its lease and
+# its retry state; and the log of attempts. Times that are compared (leases, retries, a
+# rotated secret's grace) are Unix times; the others ISO 8601 text, as everywhere.
+WEBHOOK_SCHEMA = (
+    "ALTER TABLE orders ADD COLUMN last_change TEXT NOT NULL DEFAULT 'changed'",
+    "CREATE TABLE webhook_endpoints ("
+    " id {id},"
+    " api_key_id BIGINT,"
+    " url TEXT NOT NULL,"
+    " types TEXT NOT NULL DEFAULT '',"
+    " description TEXT NOT NULL DEFAULT '',"
+    " enabled INTEGER NOT NULL DEFAULT 1,"
+    " disabled_reason TEXT,"
+    " secret TEXT NOT NULL,"
+    " previous_secret TEXT,"
+    " previous_until DOUBLE PRECISION,"
+    " position BIGINT NOT NULL,"
+    " order_id BIGINT NOT NULL,"
+    " lease_owner TEXT,"
+    " lease_until DOUBLE PRECISION,"
+    " attempt INTEGER NOT NULL DEFAULT 0,"
+    " next_attempt_at DOUBLE PRECISION,"
+    " created_at TEXT NOT NULL)",
+    "CREATE INDEX idx_webhook_endpoints_api_key_id ON webhook_endpoints (api_key_id, id)",
+    "CREATE TABLE webhook_attempts ("
+    " id {id},"
+    " endpoint_id BIGINT NOT NULL,"
+    " webhook_id TEXT NOT NULL,"
+    " type TEXT NOT NULL,"
+    " attempt INTEGER NOT NULL,"
+    " status INTEGER,"
+    " duration_ms DOUBLE PRECISION NOT NULL,"
+    " response TEXT NOT NULL,"
+    " error TEXT,"
+    " attempted_at TEXT NOT NULL)",
+    "CREATE INDEX idx_webhook_attempts_endpoint_id ON webhook_attempts (endpoint_id, id)",
+    "CREATE INDEX idx_webhook_attempts_attempted_at ON webhook_attempts (attempted_at)",
+)
+ENDPOINT_COLUMNS = ("id, api_key_id, url, types, description, enabled, disabled_reason, "
+                    "secret, previous_secret, previous_until, position, order_id, "
+                    "lease_owner, lease_until, attempt, next_attempt_at, created_at")
+ATTEMPT_COLUMNS = ("id, endpoint_id, webhook_id, type, attempt, status, duration_ms, "
+                   "response, error, attempted_at")
+# What update_webhook_endpoint may set, and nothing else.
+ENDPOINT_EDITABLE = frozenset({"url", "types", "description", "enabled", "disabled_reason",
+                               "secret", "previous_secret", "previous_until", "position",
+                               "order_id", "attempt", "next_attempt_at"})
+
+
+def endpoint_of(row: tuple[Any, ...]) -> WebhookEndpoint:
+    """A row of ENDPOINT_COLUMNS as a WebhookEndpoint."""
+    values = list(row)
+    values[3] = tuple(t for t in str(values[3]).split(",") if t)
+    values[5] = bool(values[5])
+    return WebhookEndpoint(*values)
+
+
+def _stored(changes: dict[str, Any]) -> dict[str, Any]:
+    """Endpoint fields as their columns hold them (types comma-separated, enabled 0 or 1)."""
+    stored = dict(changes)
+    if "types" in stored:
+        stored["types"] = ",".join(stored["types"])
+    if "enabled" in stored:
+        stored["enabled"] = int(bool(stored["enabled"]))
+    return stored
+
+
+class WebhookStatements:
+    """The Store's webhook methods (D28), the same SQL in both databases. A store gives
+    PARAM, SKIP_LOCKED (what makes a claim pass over rows another transaction holds),
+    _rows (a read), _write_rows (one write statement in a transaction of its own,
+    returning the rows its RETURNING clause gives) and _write_batch (several in one)."""
+
+    PARAM: ClassVar[str]
+    SKIP_LOCKED: ClassVar[str]
+    ORDER_JSON: ClassVar[str]
+
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def _write_rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """Run one write statement in a transaction of its own; the rows it returns."""
+        raise NotImplementedError
+
+    def _write_batch(self, statements: Sequence[tuple[str, tuple[Any, ...]]]
+                     ) -> list[list[tuple[Any, ...]]]:
+        """Run write statements in one transaction; the rows each returns."""
+        raise NotImplementedError
+
+    def create_webhook_endpoint(self, *, api_key_id: int | None, url: str,
+                                types: Sequence[str], description: str, secret: str,
+                                position: int, order_id: int, now: str) -> WebhookEndpoint:
+        """Store a new endpoint, enabled, at that place in the feed, and return it."""
+        p = self.PARAM
+        rows = self._write_rows(
+            "INSERT INTO webhook_endpoints (api_key_id, url, types, description, secret, "
+            f"position, order_id, created_at) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}) "
+            f"RETURNING {ENDPOINT_COLUMNS}",
+            (api_key_id, url, ",".join(types), description, secret, position, order_id, now))
+        return endpoint_of(rows[0])
+
+    def list_webhook_endpoints(self, api_key_id: int | None = None) -> list[WebhookEndpoint]:
+        """The endpoints a key made (every endpoint, when api_key_id is None), by id."""
+        if api_key_id is None:
+            rows = self._rows(f"SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints ORDER BY id")
+        else:
+            rows = self._rows(f"SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints "
+                              f"WHERE api_key_id = {self.PARAM} ORDER BY id", (api_key_id,))
+        return [endpoint_of(row) for row in rows]
+
+    def get_webhook_endpoint(self, endpoint_id: int) -> WebhookEndpoint | None:
+        """The endpoint with this id, or None."""
+        rows = self._rows(f"SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints "
+                          f"WHERE id = {self.PARAM}", (endpoint_id,))
+        return endpoint_of(rows[0]) if rows else None
+
+    def update_webhook_endpoint(self, endpoint_id: int,
+                                changes: dict[str, Any]) -> WebhookEndpoint | None:
+        """Set some of the endpoint's fields (those of ENDPOINT_EDITABLE); the endpoint as
+        it is now, or None when there is none."""
+        unknown = set(changes) - ENDPOINT_EDITABLE
+        if unknown:
+            raise ValueError(f"not editable: {', '.join(sorted(unknown))}")
+        if not changes:
+            return self.get_webhook_endpoint(endpoint_id)
+        stored = _stored(changes)
+        assignments = ", ".join(f"{name} = {self.PARAM}" for name in stored)
+        rows = self._write_rows(
+            f"UPDATE webhook_endpoints SET {assignments} WHERE id = {self.PARAM} "
+            f"RETURNING {ENDPOINT_COLUMNS}", (*stored.values(), endpoint_id))
+        return endpoint_of(rows[0]) if rows else None
+
+    def delete_webhook_endpoint(self, endpoint_id: int) -> bool:
+        """Remove the endpoint and its attempts; whether there was one."""
+        p = self.PARAM
+        self._write_rows(f"DELETE FROM webhook_attempts WHERE endpoint_id = {p} "
+                         "RETURNING id", (endpoint_id,))
+        return bool(self._write_rows(f"DELETE FROM webhook_endpoints WHERE id = {p} "
+                                     "RETURNING id", (endpoint_id,)))
+
+    def claim_webhook_endpoints(self, owner: str, now: float, until: float,
+                                limit: int) -> list[WebhookEndpoint]:
+        """Lease up to limit enabled endpoints whose lease is free or ran out (and renew
+        those owner holds) to owner until the given Unix time, in one statement: of
+        concurrent claims on any number of hosts, each endpoint goes to one."""
+        p = self.PARAM
+        rows = self._write_rows(
+            f"UPDATE webhook_endpoints SET lease_owner = {p}, lease_until = {p} "
+            "WHERE id IN (SELECT id FROM webhook_endpoints WHERE enabled = 1 AND "
+            f"(lease_owner IS NULL OR lease_until < {p} OR lease_owner = {p}) "
+            f"ORDER BY id LIMIT {p}{self.SKIP_LOCKED}) "
+            f"AND (lease_owner IS NULL OR lease_until < {p} OR lease_owner = {p}) "
+            f"RETURNING {ENDPOINT_COLUMNS}",
+            (owner, until, now, owner, limit, now, owner))
+        return sorted((endpoint_of(row) for row in rows), key=lambda e: e.id)
+
+    def release_webhook_lease(self, endpoint_id: int, owner: str) -> None:
+        """Give the endpoint's lease up, if owner holds it."""
+        p = self.PARAM
+        self._write_rows(f"UPDATE webhook_endpoints SET lease_owner = NULL, lease_until = NULL "
+                         f"WHERE id = {p} AND lease_owner = {p} RETURNING id",
+                         (endpoint_id, owner))
+
+    def _delivered(self, endpoint_id: int, owner: str, position: int,
+                   order_id: int) -> tuple[str, tuple[Any, ...]]:
+        p = self.PARAM
+        return (f"UPDATE webhook_endpoints SET position = {p}, order_id = {p}, attempt = 0, "
+                f"next_attempt_at = NULL WHERE id = {p} AND lease_owner = {p} "
+                f"AND (position, order_id) < ({p}, {p}) RETURNING id",
+                (position, order_id, endpoint_id, owner, position, order_id))
+
+    def _failed(self, endpoint_id: int, owner: str, attempt: int, next_attempt_at: float | None,
+                disabled_reason: str | None) -> tuple[str, tuple[Any, ...]]:
+        p = self.PARAM
+        enabled = "0" if disabled_reason else "enabled"
+        return (f"UPDATE webhook_endpoints SET attempt = {p}, next_attempt_at = {p}, "
+                f"enabled = {enabled}, disabled_reason = coalesce({p}, disabled_reason) "
+                f"WHERE id = {p} AND lease_owner = {p} RETURNING id",
+                (attempt, next_attempt_at, disabled_reason, endpoint_id, owner))
+
+    def _attempt(self, *, endpoint_id: int, webhook_id: str, type: str, attempt: int,
+                 status: int | None, duration_ms: float, response: str, error: str | None,
+                 now: str) -> tuple[str, tuple[Any, ...]]:
+        p = self.PARAM
+        return ("INSERT INTO webhook_attempts (endpoint_id, webhook_id, type, attempt, status, "
+                f"duration_ms, response, error, attempted_at) VALUES ({p}, {p}, {p}, {p}, {p}, "
+                f"{p}, {p}, {p}, {p}) RETURNING id",
+                (endpoint_id, webhook_id, type, attempt, status, duration_ms, response, error,
+                 now))
+
+    def webhook_delivered(self, endpoint_id: int, owner: str, position: int,
+                          order_id: int) -> bool:
+        """The change at (position, order_id) reached the endpoint (or it need not): move
+        its place in the feed there, forward only, and clear its retry state; only while
+        owner holds its lease. Whether it did."""
+        return bool(self._write_rows(*self._delivered(endpoint_id, owner, position, order_id)))
+
+    def webhook_failed(self, endpoint_id: int, owner: str, attempt: int,
+                       next_attempt_at: float | None, disabled_reason: str | None) -> bool:
+        """An attempt failed: record how many have, and when the next one is; or, with a
+        reason, disable the endpoint (its place in the feed kept). Only while owner holds
+        its lease; whether it does."""
+        return bool(self._write_rows(*self._failed(endpoint_id, owner, attempt,
+                                                   next_attempt_at, disabled_reason)))
+
+    def webhook_attempted(self, owner: str, attempt: dict[str, Any], *,
+                          delivered: tuple[int, int] | None = None,
+                          next_attempt_at: float | None = None,
+                          disabled_reason: str | None = None) -> bool:
+        """Record an attempt (the fields of record_webhook_attempt) and what follows from
+        it, in one transaction: delivered, the endpoint's place moves to that (position,
+        id) as webhook_delivered does; else the failure is counted as webhook_failed does.
+        Whether owner still held the lease."""
+        endpoint_id = attempt["endpoint_id"]
+        consequence = (self._delivered(endpoint_id, owner, *delivered) if delivered else
+                       self._failed(endpoint_id, owner, attempt["attempt"], next_attempt_at,
+                                    disabled_reason))
+        return bool(self._write_batch([self._attempt(**attempt), consequence])[-1])
+
+    def order_changes_after(self, after: tuple[int, int], limit: int) -> list[OrderChange]:
+        """Up to limit orders changed after the feed position (position, id), in the order
+        of their last change (D26), each with the kind of that change (D28)."""
+        p = self.PARAM
+        rows = self._rows(
+            f"SELECT {self.ORDER_JSON}, position, id, last_change FROM orders "
+            f"WHERE (position, id) > ({p}, {p}) ORDER BY position, id LIMIT {p}",
+            (*after, limit))
+        return [OrderChange(str(r[0]), int(r[1]), int(r[2]), str(r[3])) for r in rows]
+
+    def record_webhook_attempt(self, *, endpoint_id: int, webhook_id: str, type: str,
+                               attempt: int, status: int | None, duration_ms: float,
+                               response: str, error: str | None, now: str) -> None:
+        """Add an attempt to the endpoint's log."""
+        self._write_rows(*self._attempt(
+            endpoint_id=endpoint_id, webhook_id=webhook_id, type=type, attempt=attempt,
+            status=status, duration_ms=duration_ms, response=response, error=error, now=now))
+
+    def webhook_attempts(self, endpoint_id: int, before: int | None,
+                         limit: int) -> list[WebhookAttempt]:
+        """Up to limit attempts of the endpoint, newest first, before the attempt id given
+        (keyset: from the newest without one)."""
+        p = self.PARAM
+        where = f"endpoint_id = {p}" + (f" AND id < {p}" if before is not None else "")
+        params = (endpoint_id, before) if before is not None else (endpoint_id,)
+        rows = self._rows(f"SELECT {ATTEMPT_COLUMNS} FROM webhook_attempts WHERE {where} "
+                          f"ORDER BY id DESC LIMIT {p}", (*params, limit))
+        return [WebhookAttempt(*row) for row in rows]
+
+    def purge_webhook_attempts(self, before: str) -> int:
+        """Forget the attempts made before this time (ISO 8601 UTC); how many went."""
+        return len(self._write_rows(f"DELETE FROM webhook_attempts WHERE attempted_at < "
+                                    f"{self.PARAM} RETURNING id", (before,)))

@@ -1,0 +1,505 @@
+"""Webhooks (DESIGN.md D28): the rules, with no network code. The web wing's deliverer
+(app/web/deliverer.py) and its sender (app/web/outbound.py) carry them out.
+
+- Endpoints: a URL (http or https, no userinfo, at most 2,048 characters) whose host may
+  only be a global address, or one inside PETSTORE_WEBHOOK_ALLOWED_NETWORKS (address_allowed),
+  checked at creation and at every attempt; the types it wants (the five of TYPES, all when
+  none); a secret, `whsec_` and the base64 of 32 random bytes, shown once. Each belongs to
+  the API key that made it; a key sees only its own, at most MAX_PER_KEY of them. The
+  operator (key None) sees all.
+- Messages: `{"type", "timestamp", "data"}`, data the order as v2 answers it, signed by the
+  Standard Webhooks scheme (the standardwebhooks package); during a rotation's grace, with
+  both secrets. The type is the kind of the order's last change, which the store records
+  with the change itself (placed, shipped, completed, cancelled; "changed" for any other
+  change, such as an import or a hand edit), so a message's type and its order are read
+  together. `webhook-id` names one change of one order: the order's id and the feed
+  position of the change, the same on every retry.
+- Retries: the Standard Webhooks schedule (SCHEDULE), `Retry-After` honoured when longer;
+  after the last, the endpoint is disabled with its reason, its place in the feed kept.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import email.utils
+import ipaddress
+import secrets as random
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+from standardwebhooks.webhooks import Webhook
+
+from app.core import feed
+from app.core.errors import (
+    InvalidParameter,
+    WebhookEndpointLimitReached,
+    WebhookEndpointNotFound,
+    WebhookUrlNotAllowed,
+)
+from app.core.orders import format_time
+from app.core.paging import seal, unseal
+from app.core.storage import Store
+from app.core.storage.records import OrderChange, WebhookAttempt, WebhookEndpoint
+
+TYPES = ("order.placed", "order.shipped", "order.completed", "order.cancelled",
+         "order.changed")
+PING = "ping"
+MAX_PER_KEY = 16
+URL_MAX = 2048
+DESCRIPTION_MAX = 500
+RESPONSE_KEPT = 1024  # characters of an answer the attempts log keeps
+GRACE_DEFAULT = 86_400  # seconds the secret before a rotation keeps signing
+GRACE_MAX = 7 * 86_400
+# Seconds before each attempt of one message, after the failure of the one before: the
+# Standard Webhooks schedule (at once, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 14 h, 20 h, 24 h).
+SCHEDULE = (0, 5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400)
+RETRY_AFTER_MAX = 86_400
+DELIVERIES_LIMIT_DEFAULT = 50
+DELIVERIES_LIMIT_MAX = 500
+_DELIVERIES = "deliveries"  # the first value of a deliveries cursor
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+Resolver = Callable[[str, int], Sequence[str]]
+
+
+# addresses ---------------------------------------------------------------------------
+
+
+def networks(text: str) -> tuple[Network, ...]:
+    """PETSTORE_WEBHOOK_ALLOWED_NETWORKS as networks (comma-separated; empty: none)."""
+    return tuple(ipaddress.ip_network(entry.strip(), strict=False)
+                 for entry in text.split(",") if entry.strip() and entry.strip() != "*")
+
+
+def literal_address(host: str) -> Address | None:
+    """The address a URL's host names when it is an address rather than a name, read as
+    a resolver would: every IPv4 form inet_aton takes (`0`, `2130706433`, `127.1`,
+    `0x7f.1`), and IPv6 (with or without brackets, without a zone). None for a name."""
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        return ipaddress.ip_address(bare.split("%", 1)[0])
+    except ValueError:
+        pass
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(bare))
+    except OSError:
+        return None
+
+
+def address_allowed(address: Address, allowed: Sequence[Network] = ()) -> bool:
+    """Whether a webhook may be sent to this address: a global one (not loopback, private,
+    link-local such as 169.254.169.254, multicast, reserved, unspecified, unique-local,
+    shared, nor an IPv4-mapped or other embedded IPv4 address), or one inside an allowed
+    network."""
+    if any(address in network for network in allowed if network.version == address.version):
+        return True
+    if isinstance(address, ipaddress.IPv6Address) and (
+            address.ipv4_mapped is not None or address.sixtofour is not None
+            or address.teredo is not None or address in _NAT64):
+        return False  # an IPv4 address in disguise: refused whatever it holds
+    return address.is_global and not (
+        address.is_multicast or address.is_reserved or address.is_loopback
+        or address.is_link_local or address.is_private or address.is_unspecified)
+
+
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    """Every address the system's resolver gives for host (as text)."""
+    found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in found))
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a webhook URL points: its scheme, host (a name, or an address's text), port."""
+
+    scheme: str
+    host: str
+    port: int
+
+
+def check_url(url: Any) -> Target:
+    """The URL's target, if it is a webhook URL at all (http or https, a host, no userinfo,
+    at most URL_MAX characters); InvalidParameter (400) naming what is wrong."""
+    if not isinstance(url, str) or not url:
+        raise InvalidParameter("url", "url_scheme")
+    if len(url) > URL_MAX:
+        raise InvalidParameter("url", "maxLength", {"maxLength": URL_MAX})
+    if any(c.isspace() or ord(c) < 32 for c in url):
+        raise InvalidParameter("url", "url_spaces")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise InvalidParameter("url", "url_invalid") from None
+    if parts.scheme not in ("http", "https"):
+        raise InvalidParameter("url", "url_scheme")
+    if "@" in parts.netloc:
+        raise InvalidParameter("url", "url_userinfo")
+    host = parts.hostname or ""
+    if not host:
+        raise InvalidParameter("url", "url_no_host")
+    if parts.fragment:
+        raise InvalidParameter("url", "url_fragment")
+    return Target(parts.scheme, host, port or (443 if parts.scheme == "https" else 80))
+
+
+def addresses(target: Target, allowed: Sequence[Network],
+              resolve: Resolver = system_resolver) -> list[Address]:
+    """The addresses the target's host stands for, every one of them allowed (D28): the
+    address itself for a literal, else what the resolver gives now. WebhookUrlNotAllowed
+    when any is refused, or the name does not resolve."""
+    literal = literal_address(target.host)
+    if literal is not None:
+        found = [literal]
+    else:
+        try:
+            found = [ipaddress.ip_address(a.split("%", 1)[0])
+                     for a in resolve(target.host, target.port)]
+        except (OSError, UnicodeError, ValueError):
+            raise WebhookUrlNotAllowed(f"The host {target.host} of the webhook URL does "
+                                       "not resolve.") from None
+    if not found:
+        raise WebhookUrlNotAllowed(f"The host {target.host} of the webhook URL does not "
+                                   "resolve.")
+    refused = [a for a in found if not address_allowed(a, allowed)]
+    if refused:
+        raise WebhookUrlNotAllowed(
+            f"The webhook URL reaches {refused[0]}, an address that is not public "
+            "(loopback, private, link-local, multicast, reserved or IPv4-mapped); the "
+            "service does not send there.")
+    return found
+
+
+def check_types(types: Any) -> tuple[str, ...]:
+    """The message types an endpoint asks for, without repeats, in TYPES' order (empty:
+    every type); InvalidParameter naming an unknown one."""
+    if types is None:
+        return ()
+    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+        raise InvalidParameter("types", "type", {"type": "array"})
+    unknown = [t for t in types if t not in TYPES]
+    if unknown:
+        raise InvalidParameter("types", "unknown_type", {"type": unknown[0], "enum": TYPES})
+    return tuple(t for t in TYPES if t in types)
+
+
+def _description(description: Any) -> str:
+    if description is None:
+        return ""
+    if not isinstance(description, str) or len(description) > DESCRIPTION_MAX:
+        raise InvalidParameter("description", "maxLength", {"maxLength": DESCRIPTION_MAX})
+    return description
+
+
+# messages ----------------------------------------------------------------------------
+
+
+def message_type(change: OrderChange) -> str:
+    """The message type of a change: order. and the kind the store recorded with it."""
+    return f"order.{change.kind}"
+
+
+def webhook_id(change: OrderChange) -> str:
+    """The webhook-id of a change: the same on every retry, another for each change."""
+    return f"msg_{change.order_id}_{change.position}"
+
+
+def wanted(endpoint: WebhookEndpoint, change: OrderChange) -> bool:
+    """Whether the endpoint asked for this change's type."""
+    return not endpoint.types or message_type(change) in endpoint.types
+
+
+def message(type: str, data: str, now: float) -> bytes:
+    """A message's body: its type, when it was made (ISO 8601 UTC) and its data (JSON)."""
+    moment = format_time(dt.datetime.fromtimestamp(now, dt.UTC))
+    return b'{"type":%s,"timestamp":%s,"data":%s}' % (
+        orjson.dumps(type), orjson.dumps(moment), data.encode())
+
+
+def ping(endpoint: WebhookEndpoint, now: float) -> tuple[str, bytes]:
+    """A test message's webhook-id and body."""
+    data = orjson.dumps({"endpointId": endpoint.id}).decode()
+    return f"msg_ping_{random.token_hex(8)}", message(PING, data, now)
+
+
+def signing_secrets(endpoint: WebhookEndpoint, now: float) -> list[str]:
+    """The secrets that sign a message now: the endpoint's, and during a rotation's grace
+    the one before it."""
+    found = [endpoint.secret]
+    if endpoint.previous_secret and (endpoint.previous_until or 0) > now:
+        found.append(endpoint.previous_secret)
+    return found
+
+
+def signed_headers(endpoint: WebhookEndpoint, msg_id: str, body: bytes,
+                   now: float) -> dict[str, str]:
+    """The Standard Webhooks headers of a message sent now: webhook-id, webhook-timestamp
+    and webhook-signature (one signature a signing secret, separated by spaces)."""
+    moment = dt.datetime.fromtimestamp(int(now), dt.UTC)
+    text = body.decode()
+    signatures = [Webhook(secret).sign(msg_id, moment, text)
+                  for secret in signing_secrets(endpoint, now)]
+    return {"webhook-id": msg_id, "webhook-timestamp": str(int(now)),
+            "webhook-signature": " ".join(signatures),
+            "content-type": "application/json"}
+
+
+def new_secret() -> str:
+    """A new signing secret: whsec_ and the base64 of 32 random bytes."""
+    return "whsec_" + base64.b64encode(random.token_bytes(32)).decode()
+
+
+# retries -----------------------------------------------------------------------------
+
+
+def retry_after(header: str | None, now: float) -> float | None:
+    """Seconds a Retry-After header asks to wait (delay-seconds or an HTTP date), at most a
+    day; None without a readable one."""
+    if not header:
+        return None
+    text = header.strip()
+    if text.isdigit():
+        return float(min(int(text), RETRY_AFTER_MAX))
+    try:
+        moment = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return max(0.0, min(moment.timestamp() - now, RETRY_AFTER_MAX))
+
+
+def next_attempt(failures: int, waited: float | None = None) -> float | None:
+    """Seconds until the next attempt of a message that has failed `failures` times, by
+    the schedule, or longer when the answer's Retry-After asked (waited); None when the
+    schedule is spent (the endpoint is then disabled)."""
+    if failures >= len(SCHEDULE):
+        return None
+    return max(float(SCHEDULE[failures]), waited or 0.0)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one attempt came to: the answer's status (None when there was none), the
+    first RESPONSE_KEPT characters of its body, its Retry-After, the error, and its
+    duration in milliseconds."""
+
+    status: int | None
+    response: str = ""
+    retry_after: str | None = None
+    error: str | None = None
+    duration_ms: float = 0.0
+
+    @property
+    def delivered(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300
+
+    @property
+    def gone(self) -> bool:
+        """410: the receiver says the endpoint is gone; it is disabled at once."""
+        return self.status == 410
+
+    def failure(self) -> str:
+        """Why the attempt failed, in a few words."""
+        if self.error:
+            return self.error
+        if self.status is not None and 300 <= self.status < 400:
+            return f"answered {self.status} (redirects are not followed)"
+        return f"answered {self.status}"
+
+
+# the endpoints' rules ------------------------------------------------------------------
+
+
+def view(endpoint: WebhookEndpoint) -> dict[str, Any]:
+    """An endpoint as the API and the CLI show it (never its secret)."""
+    shown: dict[str, Any] = {
+        "id": endpoint.id, "url": endpoint.url, "types": list(endpoint.types),
+        "description": endpoint.description, "enabled": endpoint.enabled,
+        "createdAt": endpoint.created_at,
+    }
+    if endpoint.disabled_reason and not endpoint.enabled:
+        shown["disabledReason"] = endpoint.disabled_reason
+    if endpoint.attempt:
+        shown["failingAttempts"] = endpoint.attempt
+        if endpoint.next_attempt_at is not None:
+            shown["nextAttemptAt"] = format_time(
+                dt.datetime.fromtimestamp(endpoint.next_attempt_at, dt.UTC))
+    if endpoint.previous_secret and endpoint.previous_until:
+        shown["previousSecretUntil"] = format_time(
+            dt.datetime.fromtimestamp(endpoint.previous_until, dt.UTC))
+    return shown
+
+
+def attempt_view(attempt: WebhookAttempt) -> dict[str, Any]:
+    """An attempt as the API and the CLI show it."""
+    shown: dict[str, Any] = {
+        "id": attempt.id, "webhookId": attempt.webhook_id, "type": attempt.type,
+        "attempt": attempt.attempt, "durationMs": round(attempt.duration_ms, 1),
+        "response": attempt.response, "attemptedAt": attempt.attempted_at,
+    }
+    if attempt.status is not None:
+        shown["status"] = attempt.status
+    if attempt.error:
+        shown["error"] = attempt.error
+    return shown
+
+
+def _now() -> str:
+    return format_time(dt.datetime.now(dt.UTC))
+
+
+def find(store: Store, key_id: int | None, endpoint_id: int) -> WebhookEndpoint:
+    """The endpoint, if the key may see it (the operator, None, sees all)."""
+    endpoint = store.get_webhook_endpoint(endpoint_id)
+    if endpoint is None or (key_id is not None and endpoint.api_key_id != key_id):
+        raise WebhookEndpointNotFound(endpoint_id)
+    return endpoint
+
+
+def endpoints(store: Store, key_id: int | None) -> list[WebhookEndpoint]:
+    """The endpoints the key made (every one for the operator, None), by id."""
+    return store.list_webhook_endpoints(key_id)
+
+
+def create(store: Store, key_id: int | None, url: Any, types: Any = None,
+           description: Any = None, allowed: Sequence[Network] = (),
+           resolve: Resolver = system_resolver) -> tuple[WebhookEndpoint, str]:
+    """A new endpoint of the key, and its secret (shown this once). It receives the
+    changes committed from now on."""
+    target = check_url(url)
+    chosen = check_types(types)
+    text = _description(description)
+    addresses(target, allowed, resolve)
+    if key_id is not None and len(store.list_webhook_endpoints(key_id)) >= MAX_PER_KEY:
+        raise WebhookEndpointLimitReached(MAX_PER_KEY)
+    secret = new_secret()
+    # After every change committed so far: the orders at the revision's position are
+    # before (position, the largest id).
+    endpoint = store.create_webhook_endpoint(
+        api_key_id=key_id, url=url, types=chosen, description=text, secret=secret,
+        position=store.revision(), order_id=2**63 - 1, now=_now())
+    return endpoint, secret
+
+
+def update(store: Store, key_id: int | None, endpoint_id: int, changes: dict[str, Any],
+           allowed: Sequence[Network] = (), resolve: Resolver = system_resolver,
+           now: float | None = None) -> WebhookEndpoint:
+    """Change an endpoint's url, types, description or enabled. Enabling a disabled one
+    goes on from its place in the feed, at once: nothing is skipped."""
+    endpoint = find(store, key_id, endpoint_id)
+    unknown = sorted(set(changes) - {"url", "types", "description", "enabled"})
+    if unknown:
+        raise InvalidParameter(unknown[0], "additionalProperties",
+                               {"known": ["url", "types", "description", "enabled"]})
+    stored: dict[str, Any] = {}
+    if "url" in changes:
+        addresses(check_url(changes["url"]), allowed, resolve)
+        stored["url"] = changes["url"]
+    if "types" in changes:
+        stored["types"] = check_types(changes["types"])
+    if "description" in changes:
+        stored["description"] = _description(changes["description"])
+    if "enabled" in changes:
+        if not isinstance(changes["enabled"], bool):
+            raise InvalidParameter("enabled", "type", {"type": "boolean"})
+        if changes["enabled"] and not endpoint.enabled:
+            stored.update(enabled=True, disabled_reason=None, attempt=0, next_attempt_at=None)
+        elif not changes["enabled"] and endpoint.enabled:
+            stored.update(enabled=False, disabled_reason="disabled by its owner")
+    updated = store.update_webhook_endpoint(endpoint.id, stored)
+    if updated is None:
+        raise WebhookEndpointNotFound(endpoint_id)
+    return updated
+
+
+def delete(store: Store, key_id: int | None, endpoint_id: int) -> None:
+    """Remove the endpoint and its log of attempts."""
+    find(store, key_id, endpoint_id)
+    store.delete_webhook_endpoint(endpoint_id)
+
+
+def rotate(store: Store, key_id: int | None, endpoint_id: int, grace: Any = GRACE_DEFAULT,
+           now: float | None = None) -> tuple[WebhookEndpoint, str]:
+    """Give the endpoint a new secret; the one it had keeps signing beside it for grace
+    seconds (0: stops now). The endpoint and the new secret (shown this once)."""
+    if (not isinstance(grace, int) or isinstance(grace, bool)
+            or not 0 <= grace <= GRACE_MAX):
+        raise InvalidParameter("graceSeconds", "type",
+                               {"type": "integer", "minimum": 0, "maximum": GRACE_MAX})
+    endpoint = find(store, key_id, endpoint_id)
+    secret = new_secret()
+    moment = dt.datetime.now(dt.UTC).timestamp() if now is None else now
+    updated = store.update_webhook_endpoint(endpoint.id, {
+        "secret": secret, "previous_secret": endpoint.secret,
+        "previous_until": moment + grace})
+    if updated is None:
+        raise WebhookEndpointNotFound(endpoint_id)
+    return updated, secret
+
+
+def replay(store: Store, key_id: int | None, endpoint_id: int,
+           after: Any) -> WebhookEndpoint:
+    """Deliver again every change after a feed cursor (from the beginning without one):
+    the endpoint's place in the feed moves there, its retry state is cleared."""
+    endpoint = find(store, key_id, endpoint_id)
+    if after is not None and not (isinstance(after, str) and 0 < len(after) <= 1024):
+        raise InvalidParameter("after", "type", {"type": "string"})
+    try:
+        position, order_id = feed.resume_point(store, after) if after else (-1, 0)
+    except InvalidParameter:
+        raise InvalidParameter("after", "cursor_edited") from None
+    updated = store.update_webhook_endpoint(endpoint.id, {
+        "position": position, "order_id": order_id, "attempt": 0, "next_attempt_at": None})
+    if updated is None:
+        raise WebhookEndpointNotFound(endpoint_id)
+    return updated
+
+
+def deliveries(store: Store, key_id: int | None, endpoint_id: int,
+               cursor: str | None = None,
+               limit: int = DELIVERIES_LIMIT_DEFAULT) -> tuple[list[WebhookAttempt], str | None]:
+    """One page of the endpoint's attempts, newest first, and the cursor of the next page
+    (None at the end)."""
+    endpoint = find(store, key_id, endpoint_id)
+    if not 1 <= limit <= DELIVERIES_LIMIT_MAX:
+        raise InvalidParameter("limit", "type", {"type": "integer", "minimum": 1,
+                                                 "maximum": DELIVERIES_LIMIT_MAX})
+    before = None
+    if cursor:
+        edited = InvalidParameter("cursor", "cursor_edited")
+        values = unseal(cursor, edited)
+        if (len(values) != 3 or values[0] != _DELIVERIES or values[1] != endpoint.id
+                or not isinstance(values[2], int)):
+            raise edited
+        before = values[2]
+    found = store.webhook_attempts(endpoint.id, before, limit + 1)
+    following = (seal([_DELIVERIES, endpoint.id, found[limit - 1].id])
+                 if len(found) > limit else None)
+    return found[:limit], following
+
+
+def prune(store: Store, days: int, now: dt.datetime | None = None) -> int:
+    """Forget the attempts older than days; how many went."""
+    moment = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(days=days)
+    return store.purge_webhook_attempts(format_time(moment))
+
+
+def test_result(msg_id: str, outcome: Outcome) -> dict[str, Any]:
+    """How a test message went, as the API and the CLI show it."""
+    shown: dict[str, Any] = {"delivered": outcome.delivered,
+                             "durationMs": round(outcome.duration_ms, 1), "webhookId": msg_id}
+    if outcome.status is not None:
+        shown["status"] = outcome.status
+    if not outcome.delivered:
+        shown["error"] = outcome.failure()
+    return shown

@@ -1,0 +1,260 @@
+"""The deliverer of webhooks (DESIGN.md D28): one per worker, on its event loop.
+
+It claims endpoints by lease (Store.claim_webhook_endpoints: PostgreSQL's FOR UPDATE SKIP
+LOCKED, SQLite's write lock), so that each endpoint has one deliverer across every worker
+and host, and renews its leases every CLAIM_SECONDS. Each endpoint it holds gets a task of
+its own, so a slow or dead receiver delays only itself. A task reads the feed after the
+endpoint's place (Store.order_changes_after), sends the first change the endpoint wants
+(one message in flight, in feed order), and moves the place past it only after a 2xx,
+while it still holds the lease. A failure is retried on the schedule of app.core.webhooks
+(the endpoint's attempt count and next time are stored, so another worker goes on from
+them); a 410 disables the endpoint at once, and so does the last failed retry, its place
+kept. With nothing to send, a task waits for the commit signal the feed's long polling
+uses (RevisionWatch), and for its time otherwise.
+
+A worker killed mid-attempt sends nothing more; its leases run out, another worker claims
+the endpoints and sends the same change again, with the same webhook-id (at least once).
+The store is called from a small pool of threads of the deliverer's own: a PostgreSQL
+round trip never blocks the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from app.core import metrics, webhooks
+from app.core.config import Settings
+from app.core.orders import format_time
+from app.core.storage import Store
+from app.core.storage.records import OrderChange, WebhookEndpoint
+from app.outbound import Sender
+from app.web.longpoll import RevisionWatch
+
+log = logging.getLogger("petstore.webhooks")
+
+T = TypeVar("T")
+CLAIM_MAX = 200  # endpoints one claim may take
+READ_AHEAD = 100  # changes read at once after an endpoint's place
+IDLE_SECONDS = 2.0  # a task with nothing to send looks at its endpoint again this often
+RETRY_POLL_SECONDS = 0.25  # a task waiting to retry looks at the clock this often
+PRUNE_SECONDS = 3600.0  # how often the attempts log is pruned
+
+
+class Deliverer:
+    """Claims webhook endpoints and delivers every change to each, in order."""
+
+    def __init__(self, store: Store, settings: Settings, watch: RevisionWatch,
+                 clock: Callable[[], float] = time.time, owner: str | None = None) -> None:
+        self.store, self.settings, self.watch, self.clock = store, settings, watch, clock
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.lease = settings.webhook_lease_seconds
+        self.allowed = webhooks.networks(settings.webhook_allowed_networks)
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+        self.sender: Sender | None = None
+        self.pool: ThreadPoolExecutor | None = None
+        self.main: asyncio.Task[None] | None = None
+        self.failing = False
+        self.behind: dict[int, float] = {}  # endpoint -> since when a change waits (lag)
+        self.sending: set[int] = set()  # endpoints with a message in flight
+        self.stopping = False
+
+    @property
+    def claim_seconds(self) -> float:
+        """How often leases are claimed and renewed: three times a lease, at most 1 s."""
+        return min(1.0, self.lease / 3)
+
+    def start(self) -> None:
+        """Begin on the running event loop."""
+        self.sender = Sender(self.settings.webhook_timeout, self.allowed)
+        self.pool = ThreadPoolExecutor(8, thread_name_prefix="webhooks")
+        self.main = asyncio.get_running_loop().create_task(self._run(), name="webhooks")
+
+    async def stop(self) -> None:
+        """Stop: a message in flight may finish (its answer recorded, so a clean stop sends
+        nothing twice), within the attempt timeout; every other task stops at once. Then
+        the leases are given up (another worker takes them at once) and the connections
+        closed."""
+        self.stopping = True
+        if self.main is not None:
+            self.main.cancel()
+        idle = [task for endpoint_id, task in self.tasks.items()
+                if endpoint_id not in self.sending]
+        for task in idle:
+            task.cancel()
+        busy = [self.tasks[endpoint_id] for endpoint_id in self.sending
+                if endpoint_id in self.tasks]
+        if busy:
+            await asyncio.wait(busy, timeout=self.settings.webhook_timeout + 1)
+        tasks = [task for task in (self.main, *self.tasks.values()) if task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        held = list(self.tasks)
+        self.tasks.clear()
+        for endpoint_id in held:
+            with contextlib.suppress(Exception):
+                await self._call(self.store.release_webhook_lease, endpoint_id, self.owner)
+        if self.sender is not None:
+            await self.sender.close()
+        if self.pool is not None:
+            self.pool.shutdown(wait=False)
+
+    async def _call(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, lambda: work(*args, **kwargs))
+
+    async def _run(self) -> None:
+        pruned = 0.0
+        while True:
+            try:
+                now = self.clock()
+                claimed = await self._call(self.store.claim_webhook_endpoints, self.owner,
+                                           now, now + self.lease, CLAIM_MAX)
+                for endpoint in claimed:
+                    task = self.tasks.get(endpoint.id)
+                    if task is None or task.done():
+                        self.tasks[endpoint.id] = asyncio.get_running_loop().create_task(
+                            self._serve(endpoint.id), name=f"webhook-{endpoint.id}")
+                if time.monotonic() - pruned > PRUNE_SECONDS:
+                    pruned = time.monotonic()
+                    await self._call(webhooks.prune, self.store,
+                                     self.settings.webhook_attempts_kept_days)
+                if self.failing:
+                    log.warning("the webhook deliverer reaches the database again")
+                    self.failing = False
+            except Exception as exc:  # the store is down: said once, tried again
+                if not self.failing:
+                    log.warning("the webhook deliverer cannot claim endpoints (%s); it "
+                                "tries again", exc)
+                self.failing = True
+            await asyncio.sleep(self.claim_seconds)
+
+    async def _serve(self, endpoint_id: int) -> None:
+        """Deliver to one endpoint while this deliverer holds it."""
+        ahead = Ahead()
+        try:
+            while not self.stopping and await self._step(endpoint_id, ahead):
+                pass
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the store failed: the next claim starts a task again
+            log.warning("webhook endpoint %s: delivery stopped (%s); it goes on shortly",
+                        endpoint_id, exc)
+            await asyncio.sleep(self.claim_seconds)
+        finally:
+            self.behind.pop(endpoint_id, None)
+            if self.tasks.get(endpoint_id) is asyncio.current_task():
+                del self.tasks[endpoint_id]
+
+    async def _step(self, endpoint_id: int, ahead: Ahead) -> bool:
+        """One message sent, or one wait; False when this deliverer no longer holds it.
+
+        The endpoint is read at every step (a PATCH, a replay, a rotation or a disable
+        takes effect at the next message); the changes after its place are read
+        READ_AHEAD at a time and kept while its place is where the last one left it."""
+        endpoint = await self._call(self.store.get_webhook_endpoint, endpoint_id)
+        now = self.clock()
+        if (endpoint is None or not endpoint.enabled or endpoint.lease_owner != self.owner
+                or (endpoint.lease_until or 0) < now):
+            return False
+        if endpoint.next_attempt_at is not None and endpoint.next_attempt_at > now:
+            await asyncio.sleep(min(endpoint.next_attempt_at - now, RETRY_POLL_SECONDS))
+            return True
+        place = (endpoint.position, endpoint.order_id)
+        if ahead.after != place:  # moved by a replay, or nothing read yet
+            ahead.changes, ahead.after = [], place
+        if not ahead.changes:
+            ahead.revision = await self._call(self.store.revision)
+            ahead.changes = await self._call(self.store.order_changes_after, place, READ_AHEAD)
+            ahead.full = len(ahead.changes) == READ_AHEAD
+        change = next((c for c in ahead.changes if webhooks.wanted(endpoint, c)), None)
+        if change is None:
+            if ahead.changes:  # none of them wanted: the place moves past them
+                last = ahead.changes[-1]
+                await self._call(self.store.webhook_delivered, endpoint.id, self.owner,
+                                 last.position, last.order_id)
+                ahead.changes, ahead.after = [], (last.position, last.order_id)
+                if ahead.full:
+                    return True
+            self.behind.pop(endpoint_id, None)
+            metrics.WEBHOOK_LAG.labels(str(endpoint_id)).set(0)
+            await self.watch.passed(ahead.revision, IDLE_SECONDS)
+            return True
+        since = self.behind.setdefault(endpoint_id, time.time())
+        metrics.WEBHOOK_LAG.labels(str(endpoint_id)).set(time.time() - since)
+        self.sending.add(endpoint_id)
+        try:
+            if await self._deliver(endpoint, change):
+                index = ahead.changes.index(change)
+                ahead.changes = ahead.changes[index + 1:]
+                ahead.after = (change.position, change.order_id)
+            else:  # a retry reads the feed again: the order as it is then
+                ahead.changes = []
+        finally:
+            self.sending.discard(endpoint_id)
+        return True
+
+    async def _deliver(self, endpoint: WebhookEndpoint, change: OrderChange) -> bool:
+        """One attempt, recorded with what follows from it; whether it was delivered."""
+        assert self.sender is not None
+        msg_id = webhooks.webhook_id(change)
+        kind = webhooks.message_type(change)
+        sent_at = time.time()  # the signature's time is the real one, whatever the clock
+        body = webhooks.message(kind, change.order, sent_at)
+        headers = webhooks.signed_headers(endpoint, msg_id, body, sent_at)
+        outcome = await self.sender.send(endpoint.url, headers, body)
+        attempt = endpoint.attempt + 1
+        metrics.WEBHOOK_ATTEMPTS.labels(_outcome(outcome)).inc()
+        record = dict(endpoint_id=endpoint.id, webhook_id=msg_id, type=kind, attempt=attempt,
+                      status=outcome.status, duration_ms=outcome.duration_ms,
+                      response=outcome.response,
+                      error=None if outcome.delivered else outcome.failure(),
+                      now=format_time(dt.datetime.fromtimestamp(sent_at, dt.UTC)))
+        if outcome.delivered:
+            await self._call(self.store.webhook_attempted, self.owner, record,
+                             delivered=(change.position, change.order_id))
+            return True
+        if outcome.gone:
+            reason, delay = "the receiver answered 410 Gone", None
+        else:
+            waited = webhooks.retry_after(outcome.retry_after, time.time())
+            delay = webhooks.next_attempt(attempt, waited)
+            reason = f"{attempt} attempts failed; the last: {outcome.failure()}"
+        if delay is None:
+            log.warning("webhook endpoint %s disabled: %s", endpoint.id, reason)
+        await self._call(self.store.webhook_attempted, self.owner, record,
+                         next_attempt_at=None if delay is None else self.clock() + delay,
+                         disabled_reason=reason if delay is None else None)
+        return False
+
+
+class Ahead:
+    """An endpoint task's changes read ahead: those after the place `after`, and the
+    revision they were read at (a task with nothing to send waits for a later one)."""
+
+    def __init__(self) -> None:
+        self.after: tuple[int, int] | None = None
+        self.changes: list[OrderChange] = []
+        self.revision = 0
+        self.full = False
+
+
+def _outcome(outcome: webhooks.Outcome) -> str:
+    """The label of an attempt's outcome in /metrics."""
+    if outcome.delivered:
+        return "delivered"
+    if outcome.status is None:
+        return "no_answer"
+    if outcome.gone:
+        return "gone"
+    return "refused"

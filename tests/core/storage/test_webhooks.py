@@ -1,0 +1,143 @@
+"""Webhook endpoints and attempts over each store (DESIGN.md D28): each change records its
+kind, endpoints are leased to one owner at a time, a place in the feed moves only forward
+and only for the lease's owner, the attempts log pages newest first and is pruned by age."""
+
+from __future__ import annotations
+
+import threading
+
+from app.core import orders, webhooks
+from app.core.storage import Store
+from tests.core.storage.conftest import Place
+
+NOW = "2026-11-24T10:00:00Z"
+
+
+def _endpoint(store: Store, key_id: int | None = None, url: str = "https://example.com/h"):
+    return store.create_webhook_endpoint(api_key_id=key_id, url=url, types=("order.shipped",),
+                                         description="d", secret="whsec_x", position=0,
+                                         order_id=0, now=NOW)
+
+
+def test_each_change_records_its_kind_whoever_makes_it(store: Store, place: Place) -> None:
+    store.import_orders([{"id": 1, "petId": 1, "quantity": 1}])
+    kinds = {c.order_id: c.kind for c in store.order_changes_after((-1, 0), 100)}
+    assert kinds[1] == "changed"  # an import
+    orders.ship(store, 1, NOW)
+    orders.complete(store, 1)
+    changes = store.order_changes_after((-1, 0), 100)
+    assert [(c.order_id, c.kind) for c in changes if c.order_id == 1] == [(1, "completed")]
+    store.import_orders([{"id": 3, "petId": 1, "quantity": 1}])
+    orders.cancel(store, 3, None)
+    assert store.order_changes_after((-1, 0), 100)[-1].kind == "cancelled"
+    place.sql("UPDATE orders SET quantity = 5 WHERE id = 3")  # a hand edit
+    last = store.order_changes_after((-1, 0), 100)[-1]
+    assert (last.order_id, last.kind) == (3, "changed")
+
+
+def test_a_placed_order_is_placed(store: Store) -> None:
+    key = store.create_key(digest="d" * 64, prefix="p", name="n", plan="free",
+                           per_minute=None, per_day=None, now=NOW)
+    placed = store.place_order({"petId": 2, "quantity": 1}, key.id, "k", "f", NOW)
+    change = store.order_changes_after((-1, 0), 10)[-1]
+    assert (change.order_id, change.kind) == (placed.order["id"], "placed")
+    assert webhooks.message_type(change) == "order.placed"
+
+
+def test_endpoints_are_stored_listed_per_key_updated_and_deleted(store: Store) -> None:
+    first = _endpoint(store, 1)
+    second = _endpoint(store, 2, "http://example.org/")
+    assert first.types == ("order.shipped",) and first.enabled and first.attempt == 0
+    assert [e.id for e in store.list_webhook_endpoints(1)] == [first.id]
+    assert [e.id for e in store.list_webhook_endpoints()] == [first.id, second.id]
+    updated = store.update_webhook_endpoint(first.id, {"types": (), "enabled": False,
+                                                       "disabled_reason": "r"})
+    assert updated is not None and updated.types == () and not updated.enabled
+    assert updated.disabled_reason == "r"
+    store.record_webhook_attempt(endpoint_id=first.id, webhook_id="m", type="ping",
+                                 attempt=1, status=200, duration_ms=1.5, response="ok",
+                                 error=None, now=NOW)
+    assert store.delete_webhook_endpoint(first.id)
+    assert not store.delete_webhook_endpoint(first.id)
+    assert store.get_webhook_endpoint(first.id) is None
+    assert store.webhook_attempts(first.id, None, 10) == []
+
+
+def test_a_lease_goes_to_one_owner_until_it_runs_out(store: Store, place: Place) -> None:
+    ids = [_endpoint(store).id for _ in range(10)]
+    other = place.open()
+    try:
+        won: dict[str, list[int]] = {}
+
+        def claim(name: str, claimer: Store) -> None:
+            won[name] = [e.id for e in claimer.claim_webhook_endpoints(name, 100.0, 130.0, 10)]
+
+        threads = [threading.Thread(target=claim, args=(n, s))
+                   for n, s in (("a", store), ("b", other))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(won["a"] + won["b"]) == ids  # each to exactly one
+        holder, idle = ("a", "b") if won["a"] else ("b", "a")
+        assert other.claim_webhook_endpoints(idle, 120.0, 150.0, 10) == []
+        renewed = store.claim_webhook_endpoints(holder, 120.0, 150.0, 10)
+        assert [e.lease_until for e in renewed] == [150.0] * 10
+        # Past the lease, another takes them.
+        assert len(other.claim_webhook_endpoints(idle, 151.0, 180.0, 10)) == 10
+        store.release_webhook_lease(ids[0], idle)
+        assert len(store.claim_webhook_endpoints(holder, 152.0, 180.0, 10)) == 1
+    finally:
+        other.dispose()
+
+
+def test_a_place_in_the_feed_moves_forward_only_for_the_leaseholder(store: Store) -> None:
+    endpoint = _endpoint(store)
+    store.claim_webhook_endpoints("me", 0.0, 30.0, 10)
+    assert not store.webhook_delivered(endpoint.id, "someone else", 5, 1)
+    assert store.webhook_failed(endpoint.id, "me", 2, 99.0, None)
+    assert store.webhook_delivered(endpoint.id, "me", 5, 1)
+    assert not store.webhook_delivered(endpoint.id, "me", 4, 9)  # backwards
+    moved = store.get_webhook_endpoint(endpoint.id)
+    assert moved is not None
+    assert (moved.position, moved.order_id, moved.attempt, moved.next_attempt_at) == \
+        (5, 1, 0, None)
+    assert store.webhook_failed(endpoint.id, "me", 10, None, "gave up")
+    disabled = store.get_webhook_endpoint(endpoint.id)
+    assert disabled is not None and not disabled.enabled
+    assert disabled.disabled_reason == "gave up" and disabled.position == 5
+    assert store.claim_webhook_endpoints("me", 1.0, 30.0, 10) == []  # disabled: not claimed
+
+
+def test_attempts_page_newest_first_and_are_pruned_by_age(store: Store) -> None:
+    endpoint = _endpoint(store)
+    for day in range(1, 6):
+        store.record_webhook_attempt(endpoint_id=endpoint.id, webhook_id=f"m{day}",
+                                     type="order.shipped", attempt=1, status=500,
+                                     duration_ms=2.0, response="x" * 10, error=None,
+                                     now=f"2026-11-0{day}T00:00:00Z")
+    page = store.webhook_attempts(endpoint.id, None, 2)
+    assert [a.webhook_id for a in page] == ["m5", "m4"]
+    rest = store.webhook_attempts(endpoint.id, page[-1].id, 10)
+    assert [a.webhook_id for a in rest] == ["m3", "m2", "m1"]
+    assert store.purge_webhook_attempts("2026-11-03T00:00:00Z") == 2
+    assert [a.webhook_id for a in store.webhook_attempts(endpoint.id, None, 10)] == \
+        ["m5", "m4", "m3"]
+
+
+def test_an_attempt_and_its_consequence_are_one_write(store: Store) -> None:
+    endpoint = _endpoint(store)
+    store.claim_webhook_endpoints("me", 0.0, 30.0, 10)
+    record = dict(endpoint_id=endpoint.id, webhook_id="msg_1_5", type="order.placed",
+                  attempt=1, status=500, duration_ms=3.0, response="no", error="answered 500",
+                  now=NOW)
+    assert store.webhook_attempted("me", record, next_attempt_at=35.0)
+    failing = store.get_webhook_endpoint(endpoint.id)
+    assert failing is not None and (failing.attempt, failing.next_attempt_at) == (1, 35.0)
+    assert not store.webhook_attempted("another", {**record, "attempt": 2},
+                                       delivered=(5, 1))  # not the leaseholder
+    assert store.webhook_attempted("me", {**record, "attempt": 2, "status": 204,
+                                          "error": None}, delivered=(5, 1))
+    done = store.get_webhook_endpoint(endpoint.id)
+    assert done is not None and (done.position, done.order_id, done.attempt) == (5, 1, 0)
+    assert [a.status for a in store.webhook_attempts(endpoint.id, None, 10)] == [204, 500, 500]

@@ -1,0 +1,112 @@
+"""The rules of webhooks (DESIGN.md D28) without a network: which URLs and addresses are
+refused, the retry schedule, the message and its signatures."""
+
+from __future__ import annotations
+
+import ipaddress
+import time
+
+import orjson
+import pytest
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from app.core import webhooks
+from app.core.errors import InvalidParameter, WebhookUrlNotAllowed
+from app.core.storage.records import OrderChange, WebhookEndpoint
+
+LOOPBACK = webhooks.networks("127.0.0.0/8")
+
+
+def _resolver(table: dict[str, list[str]]) -> webhooks.Resolver:
+    def resolve(host: str, port: int) -> list[str]:
+        if host not in table:
+            raise OSError("no such name")
+        return table[host]
+    return resolve
+
+
+PUBLIC = _resolver({"hooks.example.com": ["93.184.215.14"],
+                    "sneaky.example.com": ["93.184.215.14", "127.0.0.1"],
+                    "loopback.example.com": ["127.0.0.1"]})
+
+
+@pytest.mark.parametrize("url", [
+    "http://127.0.0.1/", "http://[::1]/", "http://169.254.169.254/latest/meta-data",
+    "http://10.0.0.1/", "http://[::ffff:127.0.0.1]/", "http://0/", "http://2130706433/",
+    "http://127.1/", "http://0x7f.0.0.1/", "http://[fd00::1]/", "http://224.0.0.1/",
+    "http://240.0.0.1/", "http://100.64.0.1/", "http://192.168.1.1/", "http://[fe80::1]/",
+    "http://loopback.example.com/", "http://sneaky.example.com/", "http://unknown.invalid/",
+    "http://[64:ff9b::7f00:1]/",
+])
+def test_a_url_that_reaches_a_refused_address_is_not_allowed(url: str) -> None:
+    with pytest.raises(WebhookUrlNotAllowed):
+        webhooks.addresses(webhooks.check_url(url), (), PUBLIC)
+
+
+def test_a_public_name_is_allowed_and_an_allowed_network_opens_loopback() -> None:
+    target = webhooks.check_url("https://hooks.example.com/in")
+    assert webhooks.addresses(target, (), PUBLIC) == [ipaddress.ip_address("93.184.215.14")]
+    assert target.port == 443
+    loop = webhooks.check_url("http://127.0.0.1:8123/")
+    assert webhooks.addresses(loop, LOOPBACK, PUBLIC)
+    # An IPv4-mapped address stays refused: 127.0.0.0/8 is an IPv4 network.
+    with pytest.raises(WebhookUrlNotAllowed):
+        webhooks.addresses(webhooks.check_url("http://[::ffff:127.0.0.1]/"), LOOPBACK, PUBLIC)
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("hooks.example.com/in", "http"), ("ftp://hooks.example.com/", "http"),
+    ("http://user:pw@hooks.example.com/", "userinfo"),
+    ("http://hooks.example.com/" + "a" * 2048, "2048"), ("http:///x", "no host"),
+    ("http://hooks.example.com:99999/", "port"), (42, "http"),
+])
+def test_a_malformed_url_is_refused_naming_the_problem(url: object, says: str) -> None:
+    with pytest.raises(InvalidParameter) as raised:
+        webhooks.check_url(url)
+    assert raised.value.name == "url" and says in raised.value.message
+
+
+def test_types_are_the_five_of_the_design() -> None:
+    assert webhooks.check_types(["order.shipped", "order.placed", "order.shipped"]) == \
+        ("order.placed", "order.shipped")
+    assert webhooks.check_types(None) == ()
+    with pytest.raises(InvalidParameter, match=r"order\.deleted"):
+        webhooks.check_types(["order.deleted"])
+
+
+def test_the_schedule_is_standard_webhooks_and_retry_after_lengthens_it() -> None:
+    assert [webhooks.next_attempt(n) for n in range(10)] == \
+        [0, 5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400]
+    assert webhooks.next_attempt(10) is None
+    assert webhooks.next_attempt(1, webhooks.retry_after("120", 0)) == 120
+    assert webhooks.next_attempt(2, webhooks.retry_after("120", 0)) == 300
+    assert webhooks.retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 1445412480 - 60) == 60
+    assert webhooks.retry_after("soon", 0) is None
+
+
+def _endpoint(**changes: object) -> WebhookEndpoint:
+    values: dict[str, object] = dict(
+        id=1, api_key_id=1, url="https://hooks.example.com/", types=(), description="",
+        enabled=True, disabled_reason=None, secret=webhooks.new_secret(), previous_secret=None,
+        previous_until=None, position=0, order_id=0, lease_owner=None, lease_until=None,
+        attempt=0, next_attempt_at=None, created_at="2026-11-24T10:00:00Z")
+    values.update(changes)
+    return WebhookEndpoint(**values)  # type: ignore[arg-type]
+
+
+def test_a_message_verifies_with_standardwebhooks_and_both_secrets_during_a_grace() -> None:
+    old, new = webhooks.new_secret(), webhooks.new_secret()
+    now = time.time()
+    endpoint = _endpoint(secret=new, previous_secret=old, previous_until=now + 60)
+    change = OrderChange('{"id":7,"complete":false,"status":"shipped"}', 12, 7, "shipped")
+    body = webhooks.message(webhooks.message_type(change), change.order, now)
+    headers = webhooks.signed_headers(endpoint, webhooks.webhook_id(change), body, now)
+    for secret in (old, new):
+        verified = Webhook(secret).verify(body, headers)
+        assert verified["type"] == "order.shipped" and verified["data"]["id"] == 7
+    assert headers["webhook-id"] == "msg_7_12"
+    after_grace = webhooks.signed_headers(endpoint, "m", body, now + 61)
+    assert len(after_grace["webhook-signature"].split(" ")) == 1
+    with pytest.raises(WebhookVerificationError):
+        Webhook(webhooks.new_secret()).verify(body, headers)
+    assert orjson.loads(body)["timestamp"].endswith("Z")

@@ -1,0 +1,230 @@
+"""The webhook endpoints of v2 2.3.0 over HTTP, in process (DESIGN.md D28): each belongs to
+the key that made it, every refusal is an Error with a code the YAML lists, and a receiver
+on loopback gets each change signed. Every response is validated against the document."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from connexion import FlaskApp
+from standardwebhooks.webhooks import Webhook
+
+from app.core.config import Settings
+from app.core.storage import Store
+from app.web import create_app
+from tests.receivers import Receiver, receiving
+from tests.support import assert_error, make_key
+from tests.web.test_key_lifecycle import read_key
+
+ENDPOINTS = "/v2/webhook-endpoints"
+
+
+@pytest.fixture
+def loopback(settings: Settings) -> Settings:
+    return settings.replace(webhook_allowed_networks="127.0.0.0/8", webhook_timeout=2.0,
+                            webhook_lease_seconds=3.0)
+
+
+@pytest.fixture
+def app(loopback: Settings, store: Store) -> FlaskApp:
+    store.import_orders([{"id": 1, "petId": 1, "quantity": 1}])
+    return create_app(loopback)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with receiving() as receiver:
+        yield receiver
+
+
+@pytest.fixture
+def other(store: Store) -> dict[str, str]:
+    """Another key's header (made before the app starts, as keys are looked up then)."""
+    return {"Authorization": f"Bearer {make_key(store, name='other')}"}
+
+
+@pytest.fixture
+def reader(store: Store) -> dict[str, str]:
+    return {"Authorization": f"Bearer {read_key(store)}"}
+
+
+def _create(client: Any, auth: dict[str, str], url: str, **body: Any) -> Any:
+    return client.post(ENDPOINTS, json={"url": url, **body}, headers=auth)
+
+
+def test_an_endpoint_is_created_with_its_secret_once_then_read_changed_and_deleted(
+        client: Any, auth: dict[str, str], receiver: Receiver) -> None:
+    created = _create(client, auth, receiver.url, types=["order.shipped"], description="wh")
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert body["secret"].startswith("whsec_")
+    assert created.headers["location"] == f"{ENDPOINTS}/{body['id']}"
+    assert body["url"] == receiver.url and body["types"] == ["order.shipped"]
+    assert body["enabled"] is True
+    one = client.get(created.headers["location"], headers=auth)
+    assert one.status_code == 200 and "secret" not in one.json()
+    listed = client.get(ENDPOINTS, headers=auth).json()["endpoints"]
+    assert [e["id"] for e in listed] == [body["id"]]
+    changed = client.patch(created.headers["location"], json={"types": [], "enabled": False},
+                           headers=auth)
+    assert changed.status_code == 200, changed.text
+    assert changed.json()["enabled"] is False and changed.json()["types"] == []
+    assert changed.json()["disabledReason"] == "disabled by its owner"
+    again = client.patch(created.headers["location"], json={"enabled": True}, headers=auth)
+    assert again.json()["enabled"] is True and "disabledReason" not in again.json()
+    assert client.delete(created.headers["location"], headers=auth).status_code == 204
+    assert_error(client.get(created.headers["location"], headers=auth), 404,
+                 "webhook_endpoint_not_found")
+
+
+def test_a_key_never_sees_another_keys_endpoints(other: dict[str, str], client: Any,
+                                                  auth: dict[str, str],
+                                                  receiver: Receiver) -> None:
+    mine = _create(client, auth, receiver.url).json()["id"]
+    assert client.get(ENDPOINTS, headers=other).json() == {"endpoints": []}
+    for method, suffix in (("get", ""), ("patch", ""), ("delete", ""),
+                           ("post", "/rotate-secret"), ("get", "/deliveries"),
+                           ("post", "/replay"), ("post", "/test")):
+        kwargs: dict[str, Any] = {"json": {"enabled": False}} if method == "patch" else {}
+        answer = getattr(client, method)(f"{ENDPOINTS}/{mine}{suffix}", headers=other, **kwargs)
+        assert_error(answer, 404, "webhook_endpoint_not_found")
+
+
+def test_a_read_key_gets_403_on_every_webhook_operation(reader: dict[str, str],
+                                                        client: Any) -> None:
+    assert_error(client.get(ENDPOINTS, headers=reader), 403, "insufficient_scope")
+    assert_error(client.post(ENDPOINTS, json={"url": "http://127.0.0.1/"}, headers=reader),
+                 403, "insufficient_scope")
+    assert_error(client.get(f"{ENDPOINTS}/1/deliveries", headers=reader), 403,
+                 "insufficient_scope")
+
+
+@pytest.mark.parametrize(("url", "names"), [
+    ("hooks.example.com/in", "url"), ("ftp://example.com/", "url"),
+    ("http://user:secret@127.0.0.1/", "userinfo"), ("http://127.0.0.1/" + "a" * 2040, "url"),
+], ids=["no-scheme", "ftp", "userinfo", "too-long"])
+def test_a_malformed_url_is_400_naming_it(client: Any, auth: dict[str, str], url: str,
+                                          names: str) -> None:
+    body = assert_error(_create(client, auth, url), 400, "invalid_request")
+    assert names in body["message"]
+
+
+def test_an_unknown_type_or_member_is_400(client: Any, auth: dict[str, str]) -> None:
+    body = assert_error(_create(client, auth, "http://127.0.0.1/", types=["order.deleted"]),
+                        400, "invalid_request")
+    assert "order.deleted" in body["message"] or "types" in body["message"]
+    assert_error(_create(client, auth, "http://127.0.0.1/", secret="mine"), 400,
+                 "invalid_request")
+
+
+def test_a_key_has_at_most_16_endpoints(client: Any, auth: dict[str, str]) -> None:
+    for n in range(16):
+        assert _create(client, auth, f"http://127.0.0.1:9/{n}").status_code == 201
+    assert_error(_create(client, auth, "http://127.0.0.1:9/17"), 409,
+                 "webhook_endpoint_limit_reached")
+
+
+@pytest.mark.parametrize("url", [
+    "http://127.0.0.1/", "http://[::1]/", "http://169.254.169.254/", "http://10.0.0.1/",
+    "http://[::ffff:127.0.0.1]/", "http://0/", "http://2130706433/", "http://localhost/",
+])
+def test_without_allowed_networks_every_inner_address_is_422(
+        settings: Settings, store: Store, url: str) -> None:
+    app = create_app(settings)
+    secret = make_key(store)
+    with app.test_client() as client:
+        answer = _create(client, {"Authorization": f"Bearer {secret}"}, url)
+    assert_error(answer, 422, "webhook_url_not_allowed")
+
+
+def test_changes_reach_the_receiver_signed_in_order_and_the_deliveries_are_listed(
+        client: Any, auth: dict[str, str], receiver: Receiver) -> None:
+    created = _create(client, auth, receiver.url).json()
+    placed = client.post("/v2/store/orders", json={"petId": 3, "quantity": 2},
+                         headers={**auth, "Idempotency-Key": "k1"}).json()
+    client.post(f"/v2/store/orders/{placed['id']}/ship", headers=auth)
+    got = receiver.wait_until(lambda got: any(r.message["type"] == "order.shipped"
+                                              for r in got))
+    messages = [Webhook(created["secret"]).verify(r.body, r.headers) for r in got]
+    assert [(m["type"], m["data"]["id"], m["data"]["status"]) for m in messages] in (
+        [("order.placed", placed["id"], "pending"), ("order.shipped", placed["id"], "shipped")],
+        # The deliverer read the order after it shipped: one message, as it is now (D28).
+        [("order.shipped", placed["id"], "shipped")])
+    assert client.post(f"{ENDPOINTS}/{created['id']}/test", headers=auth).status_code == 200
+    page = client.get(f"{ENDPOINTS}/{created['id']}/deliveries?limit=1", headers=auth).json()
+    assert page["deliveries"][0]["status"] == 204 and page["next"]
+    rest = client.get(f"{ENDPOINTS}/{created['id']}/deliveries",
+                      params={"limit": 10, "cursor": page["next"]}, headers=auth).json()
+    assert rest["next"] is None
+    assert page["deliveries"][0]["id"] > rest["deliveries"][0]["id"]
+
+
+def test_a_ping_is_sent_now_and_verifies_and_a_rotation_signs_with_both(
+        client: Any, auth: dict[str, str], receiver: Receiver) -> None:
+    created = _create(client, auth, receiver.url).json()
+    rotated = client.post(f"{ENDPOINTS}/{created['id']}/rotate-secret",
+                          json={"graceSeconds": 60}, headers=auth)
+    assert rotated.status_code == 200, rotated.text
+    assert rotated.json()["secret"] != created["secret"]
+    assert "previousSecretUntil" in rotated.json()
+    tested = client.post(f"{ENDPOINTS}/{created['id']}/test", headers=auth)
+    assert tested.status_code == 200, tested.text
+    assert tested.json()["delivered"] is True and tested.json()["status"] == 204
+    ping = receiver.wait_for(1)[0]
+    for secret in (created["secret"], rotated.json()["secret"]):
+        assert Webhook(secret).verify(ping.body, ping.headers)["type"] == "ping"
+
+
+def test_a_replay_with_an_edited_cursor_is_400_and_without_one_starts_over(
+        client: Any, auth: dict[str, str], receiver: Receiver) -> None:
+    created = _create(client, auth, receiver.url).json()
+    replay = f"{ENDPOINTS}/{created['id']}/replay"
+    body = assert_error(client.post(replay, json={"after": "bm90IGEgY3Vyc29y"}, headers=auth),
+                        400, "invalid_request")
+    assert "after" in body["message"]
+    assert client.post(replay, json={}, headers=auth).status_code == 202
+    first = receiver.wait_for(1)[0].message
+    assert first["data"]["id"] == 1 and first["type"] == "order.changed"  # an import
+
+
+def test_metrics_show_attempts_by_outcome_and_endpoints_by_state(
+        loopback: Settings, store: Store, receiver: Receiver) -> None:
+    from tests.web.test_metrics import sample
+
+    secret = make_key(store)
+    app = create_app(loopback.replace(metrics_allow="*"))
+    auth = {"Authorization": f"Bearer {secret}"}
+    with app.test_client() as client:
+        before = client.get("/metrics").text
+        created = _create(client, auth, receiver.url).json()
+        _create(client, auth, "http://127.0.0.1:9/")
+        client.patch(f"{ENDPOINTS}/{created['id']}", json={"enabled": False}, headers=auth)
+        client.patch(f"{ENDPOINTS}/{created['id']}", json={"enabled": True}, headers=auth)
+        store.import_orders([{"id": 1, "petId": 1, "quantity": 1}])
+        receiver.wait_for(1)
+        text = ""
+        for _ in range(100):  # the refused one's attempt is recorded after its failure
+            text = client.get("/metrics").text
+            if sample(text, "petstore_webhook_endpoints", state="retrying") == 1:
+                break
+            time.sleep(0.05)
+    delivered = (sample(text, "petstore_webhook_attempts_total", outcome="delivered")
+                 - sample(before, "petstore_webhook_attempts_total", outcome="delivered"))
+    assert delivered >= 1
+    assert sample(text, "petstore_webhook_attempts_total", outcome="no_answer") >= 1
+    assert sample(text, "petstore_webhook_endpoints", state="delivering") == 1
+    assert sample(text, "petstore_webhook_endpoints", state="retrying") == 1
+    assert f'petstore_webhook_lag_seconds{{endpoint="{created["id"]}"}}' in text
+
+
+def test_a_body_that_is_not_json_is_400(client: Any, auth: dict[str, str],
+                                        receiver: Receiver) -> None:
+    created = _create(client, auth, receiver.url).json()
+    for method, path in (("post", ENDPOINTS), ("patch", f"{ENDPOINTS}/{created['id']}"),
+                         ("post", f"{ENDPOINTS}/{created['id']}/replay")):
+        answer = getattr(client, method)(path, content=b"\xc2\xadl\xffug\xfe",
+                                         headers={**auth, "Content-Type": "application/json"})
+        assert_error(answer, 400, "invalid_request")

@@ -37,7 +37,12 @@ def contract_group() -> None:
               help="text (FILE:LINE first, one finding a line), markdown (a table) or json.")
 @click.option("--fail-on", type=click.Choice(["ERR", "WARN"]),
               help="Exit with status 1 when a finding is at this level or above.")
-def contract_diff(base: str, revision: str, fmt: str, fail_on: str | None) -> None:
+@click.option("--level", type=click.Choice(["ERR", "WARN", "INFO"]), default="INFO",
+              show_default=True,
+              help="Show only the findings at this level or above (WARN: what may break "
+                   "clients, as make lint shows it).")
+def contract_diff(base: str, revision: str, fmt: str, fail_on: str | None,
+                  level: str) -> None:
     """Every change from BASE to REVISION (two OpenAPI 3.0/3.1 YAML files), each with its
     oasdiff rule id and level (ERR breaks clients, WARN may, INFO does not), the operation,
     a sentence, and the FILE:LINE it is about: the revision's, or the base's for what was
@@ -50,7 +55,11 @@ def contract_diff(base: str, revision: str, fmt: str, fail_on: str | None) -> No
         findings = diff_documents(_load(base), _load(revision))
     except ContractError as exc:  # a $ref that leads nowhere, met while comparing
         raise DocumentUnreadable(str(exc)) from None
-    click.echo(render(findings, fmt), nl=False)
+    shown = at_or_above(findings, level)
+    click.echo(render(shown, fmt), nl=False)
+    if len(shown) < len(findings):
+        click.echo(f"({len(findings) - len(shown)} finding(s) below {level} not shown; "
+                   "--level INFO shows every one.)", err=True)
     if fail_on and at_or_above(findings, fail_on):
         raise SystemExit(1)
 

@@ -77,6 +77,19 @@ def test_fail_on_err_passes_a_warning_and_fail_on_warn_does_not(tmp_path: Path) 
     assert run("diff", LIVE_V2, revision, "--fail-on", "WARN").exit_code == 1
 
 
+def test_level_warn_hides_info_and_says_how_many(tmp_path: Path) -> None:
+    base = ROOT / "openapi" / "released" / "petstore-v2-2.2.0.yaml"
+    revision = edited(tmp_path, NO_ORDER_PET_ID)
+    every = run("diff", base, revision)
+    shown = run("diff", base, revision, "--level", "WARN")
+    assert shown.exit_code == 0, shown.output
+    infos = [line for line in every.stdout.splitlines() if ": INFO " in line]
+    assert infos, "the live v2 adds to 2.2.0, so there is something to hide"
+    assert ": INFO " not in shown.stdout
+    assert "WARN response-optional-property-removed" in shown.stdout
+    assert f"({len(infos)} finding(s) below WARN not shown" in shown.stderr
+
+
 def test_json_lists_objects_with_the_six_fields(min_raised: Path) -> None:
     result = run("diff", LIVE_V2, min_raised, "--format", "json")
     findings = json.loads(result.stdout)

@@ -155,7 +155,9 @@ class WebhookEndpointNotFound(PetstoreError):
 
 class WebhookUrlNotAllowed(PetstoreError):
     """A webhook URL whose host is, or resolves to, an address the service may not call
-    (D28's SSRF rules): 422 webhook_url_not_allowed."""
+    (D28's SSRF rules): 422 webhook_url_not_allowed, naming the url (issue 36)."""
+
+    param = "url"
 
 
 class WebhookEndpointLimitReached(PetstoreError):

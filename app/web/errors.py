@@ -205,7 +205,8 @@ def _domain(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     if isinstance(exc, WebhookEndpointNotFound):  # D28
         return error_response(404, "webhook_endpoint_not_found", exc.message)
     if isinstance(exc, WebhookUrlNotAllowed):
-        return error_response(422, "webhook_url_not_allowed", exc.message)
+        return error_response(422, "webhook_url_not_allowed", exc.message,
+                              param=_param(request, exc.param))
     if isinstance(exc, WebhookEndpointLimitReached):
         return error_response(409, "webhook_endpoint_limit_reached", exc.message)
     if isinstance(exc, InvalidParameter):

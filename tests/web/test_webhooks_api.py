@@ -137,7 +137,7 @@ def test_without_allowed_networks_every_inner_address_is_422(
     secret = make_key(store)
     with app.test_client() as client:
         answer = _create(client, {"Authorization": f"Bearer {secret}"}, url)
-    assert_error(answer, 422, "webhook_url_not_allowed")
+    assert_error(answer, 422, "webhook_url_not_allowed", param="url")
 
 
 def test_changes_reach_the_receiver_signed_in_order_and_the_deliveries_are_listed(

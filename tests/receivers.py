@@ -17,11 +17,13 @@ from standardwebhooks.webhooks import Webhook
 
 @dataclass
 class Received:
-    """One request a receiver got: its headers (lower-case names) and body."""
+    """One request a receiver got: its headers (lower-case names), body and target (the
+    path and query of its request line)."""
 
     headers: dict[str, str]
     body: bytes
     at: float = 0.0  # time.monotonic() of its arrival
+    target: str = ""
 
     @property
     def message(self) -> dict[str, Any]:
@@ -99,7 +101,7 @@ def receiving(**options: Any) -> Iterator[Receiver]:
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             got = Received({k.lower(): v for k, v in self.headers.items()},
-                           self.rfile.read(length))
+                           self.rfile.read(length), target=self.path)
             status, headers, body = receiver.record(got)
             self.send_response(status)
             for name, value in headers.items():

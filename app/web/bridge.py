@@ -100,9 +100,18 @@ class HandlerThreads:
         self.calls.put((loop, future, contextvars.copy_context(), function, args))
         return future
 
+    def close(self) -> None:
+        """End the threads once the calls queued before this are done."""
+        with self.lock:
+            for _ in range(self.started):
+                self.calls.put(())
+
     def _work(self, calls: queue.SimpleQueue[tuple[Any, ...]], lock: threading.Lock) -> None:
         while True:
-            loop, future, context, function, args = calls.get()
+            call = calls.get()
+            if not call:  # close()
+                return
+            loop, future, context, function, args = call
             try:
                 result = context.run(function, *args)
             except BaseException as exc:  # handed to the awaiting request, as it is

@@ -12,6 +12,13 @@ them); a 410 disables the endpoint at once, and so does the last failed retry, i
 kept. With nothing to send, a task waits for the commit signal the feed's long polling
 uses (RevisionWatch), and for its time otherwise.
 
+An attempt and what follows from it are one write, and the attempts that the endpoints of
+a deliverer make meanwhile share it (Recorder): one transaction and one commit for all, in
+place of one each, so that at a thousand messages a second the database's work stays small
+beside the requests'. Each endpoint still waits for its attempt's commit before its next
+message, and goes on with the endpoint as that write left it (a PATCH, a replay, a
+rotation or a disable committed before it is seen in it) rather than reading it again.
+
 A worker killed mid-attempt sends nothing more; its leases run out, another worker claims
 the endpoints and sends the same change again, with the same webhook-id (at least once).
 The store is called from a small pool of threads of the deliverer's own: a PostgreSQL
@@ -22,22 +29,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import logging
 import os
 import secrets
 import socket
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from app.core import metrics, webhooks
 from app.core.config import Settings
-from app.core.orders import format_time
+from app.core.orders import format_unix_time
 from app.core.storage import Store
-from app.core.storage.records import OrderChange, WebhookEndpoint
+from app.core.storage.records import Attempted, OrderChange, WebhookEndpoint
 from app.outbound import Sender
+from app.web.bridge import HandlerThreads
 from app.web.longpoll import RevisionWatch
 
 log = logging.getLogger("petstore.webhooks")
@@ -61,12 +67,15 @@ class Deliverer:
         self.allowed = webhooks.networks(settings.webhook_allowed_networks)
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self.sender: Sender | None = None
-        self.pool: ThreadPoolExecutor | None = None
+        self.pool: HandlerThreads | None = None
         self.main: asyncio.Task[None] | None = None
         self.failing = False
         self.behind: dict[int, float] = {}  # endpoint -> since when a change waits (lag)
         self.sending: set[int] = set()  # endpoints with a message in flight
         self.stopping = False
+        self.recorder = Recorder(self)
+        # reads of the feed under way, by place: endpoints at one place share one
+        self.reading: dict[tuple[int, int], asyncio.Future[tuple[int, list[OrderChange]]]] = {}
 
     @property
     def claim_seconds(self) -> float:
@@ -76,7 +85,7 @@ class Deliverer:
     def start(self) -> None:
         """Begin on the running event loop."""
         self.sender = Sender(self.settings.webhook_timeout, self.allowed)
-        self.pool = ThreadPoolExecutor(8, thread_name_prefix="webhooks")
+        self.pool = HandlerThreads(8, "webhooks")
         self.main = asyncio.get_running_loop().create_task(self._run(), name="webhooks")
 
     async def stop(self) -> None:
@@ -99,6 +108,8 @@ class Deliverer:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self.recorder.writer is not None:  # a write under way ends as it began
+            await asyncio.gather(self.recorder.writer, return_exceptions=True)
         held = list(self.tasks)
         self.tasks.clear()
         for endpoint_id in held:
@@ -107,11 +118,11 @@ class Deliverer:
         if self.sender is not None:
             await self.sender.close()
         if self.pool is not None:
-            self.pool.shutdown(wait=False)
+            self.pool.close()
 
-    async def _call(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.pool, lambda: work(*args, **kwargs))
+    async def _call(self, work: Callable[..., T], *args: Any) -> T:
+        assert self.pool is not None
+        return await self.pool.run(work, *args)
 
     async def _run(self) -> None:
         pruned = 0.0
@@ -159,10 +170,13 @@ class Deliverer:
     async def _step(self, endpoint_id: int, ahead: Ahead) -> bool:
         """One message sent, or one wait; False when this deliverer no longer holds it.
 
-        The endpoint is read at every step (a PATCH, a replay, a rotation or a disable
-        takes effect at the next message); the changes after its place are read
-        READ_AHEAD at a time and kept while its place is where the last one left it."""
-        endpoint = await self._call(self.store.get_webhook_endpoint, endpoint_id)
+        The endpoint is as the last attempt's write left it, or read (a PATCH, a replay, a
+        rotation or a disable takes effect at the next message); the changes after its
+        place are read READ_AHEAD at a time and kept while its place is where the last one
+        left it."""
+        endpoint = ahead.endpoint or await self._call(self.store.get_webhook_endpoint,
+                                                      endpoint_id)
+        ahead.endpoint = None
         now = self.clock()
         if (endpoint is None or not endpoint.enabled or endpoint.lease_owner != self.owner
                 or (endpoint.lease_until or 0) < now):
@@ -174,8 +188,7 @@ class Deliverer:
         if ahead.after != place:  # moved by a replay, or nothing read yet
             ahead.changes, ahead.after = [], place
         if not ahead.changes:
-            ahead.revision = await self._call(self.store.revision)
-            ahead.changes = await self._call(self.store.order_changes_after, place, READ_AHEAD)
+            ahead.revision, ahead.changes = await self._changes_after(place)
             ahead.full = len(ahead.changes) == READ_AHEAD
         change = next((c for c in ahead.changes if webhooks.wanted(endpoint, c)), None)
         if change is None:
@@ -194,7 +207,8 @@ class Deliverer:
         metrics.WEBHOOK_LAG.labels(str(endpoint_id)).set(time.time() - since)
         self.sending.add(endpoint_id)
         try:
-            if await self._deliver(endpoint, change):
+            delivered, ahead.endpoint = await self._deliver(endpoint, change)
+            if delivered:
                 index = ahead.changes.index(change)
                 ahead.changes = ahead.changes[index + 1:]
                 ahead.after = (change.position, change.order_id)
@@ -204,8 +218,25 @@ class Deliverer:
             self.sending.discard(endpoint_id)
         return True
 
-    async def _deliver(self, endpoint: WebhookEndpoint, change: OrderChange) -> bool:
-        """One attempt, recorded with what follows from it; whether it was delivered."""
+    async def _changes_after(self, place: tuple[int, int]) -> tuple[int, list[OrderChange]]:
+        """The revision now and the READ_AHEAD changes after the place, in one trip to a
+        thread. Endpoints at the same place (each change wakes them all at once) share one
+        read under way."""
+        shared = self.reading.get(place)
+        if shared is None:
+            def read() -> tuple[int, list[OrderChange]]:
+                return self.store.revision(), self.store.order_changes_after(place, READ_AHEAD)
+
+            shared = asyncio.ensure_future(self._call(read))
+            self.reading[place] = shared
+            shared.add_done_callback(lambda _: self.reading.pop(place, None))
+        revision, changes = await asyncio.shield(shared)
+        return revision, list(changes)
+
+    async def _deliver(self, endpoint: WebhookEndpoint,
+                       change: OrderChange) -> tuple[bool, WebhookEndpoint | None]:
+        """One attempt, recorded with what follows from it: whether it was delivered, and
+        the endpoint as the record left it (None when this deliverer lost its lease)."""
         assert self.sender is not None
         msg_id = webhooks.webhook_id(change)
         kind = webhooks.message_type(change)
@@ -219,11 +250,11 @@ class Deliverer:
                       status=outcome.status, duration_ms=outcome.duration_ms,
                       response=outcome.response,
                       error=None if outcome.delivered else outcome.failure(),
-                      now=format_time(dt.datetime.fromtimestamp(sent_at, dt.UTC)))
+                      now=format_unix_time(sent_at))
         if outcome.delivered:
-            await self._call(self.store.webhook_attempted, self.owner, record,
-                             delivered=(change.position, change.order_id))
-            return True
+            after = await self.recorder.record(
+                Attempted(record, delivered=(change.position, change.order_id)))
+            return True, after
         if outcome.gone:
             reason, delay = "the receiver answered 410 Gone", None
         else:
@@ -232,17 +263,56 @@ class Deliverer:
             reason = f"{attempt} attempts failed; the last: {outcome.failure()}"
         if delay is None:
             log.warning("webhook endpoint %s disabled: %s", endpoint.id, reason)
-        await self._call(self.store.webhook_attempted, self.owner, record,
-                         next_attempt_at=None if delay is None else self.clock() + delay,
-                         disabled_reason=reason if delay is None else None)
-        return False
+        after = await self.recorder.record(Attempted(
+            record, next_attempt_at=None if delay is None else self.clock() + delay,
+            disabled_reason=reason if delay is None else None))
+        return False, after
+
+
+class Recorder:
+    """Writes the attempts of a deliverer's endpoints together: what they record while a
+    write runs goes into the next one, one transaction for all (Store.webhook_attempted).
+    Each caller is answered after the commit that holds its attempt."""
+
+    def __init__(self, deliverer: Deliverer) -> None:
+        self.deliverer = deliverer
+        self.waiting: list[tuple[Attempted, asyncio.Future[WebhookEndpoint | None]]] = []
+        self.writer: asyncio.Task[None] | None = None
+
+    async def record(self, attempted: Attempted) -> WebhookEndpoint | None:
+        """Record the attempt; the endpoint as the write left it, or None when the
+        deliverer no longer held its lease."""
+        future: asyncio.Future[WebhookEndpoint | None] = \
+            asyncio.get_running_loop().create_future()
+        self.waiting.append((attempted, future))
+        if self.writer is None or self.writer.done():
+            self.writer = asyncio.get_running_loop().create_task(self._write())
+        return await future
+
+    async def _write(self) -> None:
+        deliverer = self.deliverer
+        while self.waiting:
+            batch, self.waiting = self.waiting, []
+            try:
+                after = await deliverer._call(deliverer.store.webhook_attempted,
+                                              deliverer.owner, [a for a, _ in batch])
+            except Exception as exc:  # each caller's task stops, and starts again shortly
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+            else:
+                for (_, future), endpoint in zip(batch, after, strict=True):
+                    if not future.done():
+                        future.set_result(endpoint)
 
 
 class Ahead:
     """An endpoint task's changes read ahead: those after the place `after`, and the
-    revision they were read at (a task with nothing to send waits for a later one)."""
+    revision they were read at (a task with nothing to send waits for a later one); and
+    the endpoint as its last attempt's write left it, for the next step."""
 
     def __init__(self) -> None:
+        self.endpoint: WebhookEndpoint | None = None
         self.after: tuple[int, int] | None = None
         self.changes: list[OrderChange] = []
         self.revision = 0

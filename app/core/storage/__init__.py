@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from app.core.config import Settings, store_kind
 from app.core.storage.records import (
     ApiKey,
+    Attempted,
     Changes,
     OrderChange,
     OrderQuery,
@@ -274,12 +275,11 @@ class Store(Protocol):
         endpoint with a reason, while owner holds its lease; whether it does."""
         ...
 
-    def webhook_attempted(self, owner: str, attempt: dict[str, Any], *,
-                          delivered: tuple[int, int] | None = None,
-                          next_attempt_at: float | None = None,
-                          disabled_reason: str | None = None) -> bool:
-        """Record an attempt and what follows from it (the place moved, or the failure
-        counted) in one transaction, while owner holds the lease; whether it does."""
+    def webhook_attempted(self, owner: str, attempts: Sequence[Attempted]
+                          ) -> list[WebhookEndpoint | None]:
+        """Record attempts and what follows from each (the place moved, or the failure
+        counted) in one transaction, each while owner holds its endpoint's lease; for each,
+        the endpoint as it is after, or None where owner no longer held it."""
         ...
 
     def order_changes_after(self, after: tuple[int, int], limit: int) -> list[OrderChange]:

@@ -177,6 +177,19 @@ class WebhookAttempt:
 
 
 @dataclass(frozen=True)
+class Attempted:
+    """An attempt to record (the fields of Store.record_webhook_attempt, endpoint_id
+    among them) and what follows from it: delivered, the endpoint's place moves to that
+    (position, order_id); else the failure is counted, with the next attempt's time, or
+    the endpoint disabled with a reason."""
+
+    record: dict[str, Any]
+    delivered: tuple[int, int] | None = None
+    next_attempt_at: float | None = None
+    disabled_reason: str | None = None
+
+
+@dataclass(frozen=True)
 class OrderChange:
     """The last change of an order as the feed holds it: the order's JSON, its position,
     its id and the kind of that change (placed, shipped, completed, cancelled, changed)."""

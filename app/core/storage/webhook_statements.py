@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from app.core.storage.records import OrderChange, WebhookAttempt, WebhookEndpoint
+from app.core.storage.records import Attempted, OrderChange, WebhookAttempt, WebhookEndpoint
 
 # D28 (migration 9 of both stores): webhooks. Each order records the kind of its last
 # change (placed, shipped, completed, cancelled; "changed" for any other: an import, a
@@ -182,7 +182,7 @@ class WebhookStatements:
         p = self.PARAM
         return (f"UPDATE webhook_endpoints SET position = {p}, order_id = {p}, attempt = 0, "
                 f"next_attempt_at = NULL WHERE id = {p} AND lease_owner = {p} "
-                f"AND (position, order_id) < ({p}, {p}) RETURNING id",
+                f"AND (position, order_id) < ({p}, {p}) RETURNING {ENDPOINT_COLUMNS}",
                 (position, order_id, endpoint_id, owner, position, order_id))
 
     def _failed(self, endpoint_id: int, owner: str, attempt: int, next_attempt_at: float | None,
@@ -191,7 +191,7 @@ class WebhookStatements:
         enabled = "0" if disabled_reason else "enabled"
         return (f"UPDATE webhook_endpoints SET attempt = {p}, next_attempt_at = {p}, "
                 f"enabled = {enabled}, disabled_reason = coalesce({p}, disabled_reason) "
-                f"WHERE id = {p} AND lease_owner = {p} RETURNING id",
+                f"WHERE id = {p} AND lease_owner = {p} RETURNING {ENDPOINT_COLUMNS}",
                 (attempt, next_attempt_at, disabled_reason, endpoint_id, owner))
 
     def _attempt(self, *, endpoint_id: int, webhook_id: str, type: str, attempt: int,
@@ -219,19 +219,23 @@ class WebhookStatements:
         return bool(self._write_rows(*self._failed(endpoint_id, owner, attempt,
                                                    next_attempt_at, disabled_reason)))
 
-    def webhook_attempted(self, owner: str, attempt: dict[str, Any], *,
-                          delivered: tuple[int, int] | None = None,
-                          next_attempt_at: float | None = None,
-                          disabled_reason: str | None = None) -> bool:
-        """Record an attempt (the fields of record_webhook_attempt) and what follows from
-        it, in one transaction: delivered, the endpoint's place moves to that (position,
-        id) as webhook_delivered does; else the failure is counted as webhook_failed does.
-        Whether owner still held the lease."""
-        endpoint_id = attempt["endpoint_id"]
-        consequence = (self._delivered(endpoint_id, owner, *delivered) if delivered else
-                       self._failed(endpoint_id, owner, attempt["attempt"], next_attempt_at,
-                                    disabled_reason))
-        return bool(self._write_batch([self._attempt(**attempt), consequence])[-1])
+    def webhook_attempted(self, owner: str, attempts: Sequence[Attempted]
+                          ) -> list[WebhookEndpoint | None]:
+        """Record attempts, of any endpoints, and what follows from each, in one
+        transaction (one commit for all: a deliverer records together the attempts its
+        endpoints made meanwhile). For each, the endpoint as it is after (so that its next
+        message needs no read of it), or None where owner no longer held its lease (or,
+        delivered, its place was already past that change)."""
+        statements = []
+        for done in attempts:
+            endpoint_id = done.record["endpoint_id"]
+            statements.append(self._attempt(**done.record))
+            statements.append(
+                self._delivered(endpoint_id, owner, *done.delivered) if done.delivered else
+                self._failed(endpoint_id, owner, done.record["attempt"],
+                             done.next_attempt_at, done.disabled_reason))
+        results = self._write_batch(statements)
+        return [endpoint_of(rows[0]) if rows else None for rows in results[1::2]]
 
     def order_changes_after(self, after: tuple[int, int], limit: int) -> list[OrderChange]:
         """Up to limit orders changed after the feed position (position, id), in the order

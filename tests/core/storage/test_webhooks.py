@@ -5,9 +5,11 @@ and only for the lease's owner, the attempts log pages newest first and is prune
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from app.core import orders, webhooks
 from app.core.storage import Store
+from app.core.storage.records import Attempted
 from tests.core.storage.conftest import Place
 
 NOW = "2026-11-24T10:00:00Z"
@@ -137,13 +139,38 @@ def test_an_attempt_and_its_consequence_are_one_write(store: Store) -> None:
     record = dict(endpoint_id=endpoint.id, webhook_id="msg_1_5", type="order.placed",
                   attempt=1, status=500, duration_ms=3.0, response="no", error="answered 500",
                   now=NOW)
-    assert store.webhook_attempted("me", record, next_attempt_at=35.0)
+    (after,) = store.webhook_attempted("me", [Attempted(record, next_attempt_at=35.0)])
     failing = store.get_webhook_endpoint(endpoint.id)
     assert failing is not None and (failing.attempt, failing.next_attempt_at) == (1, 35.0)
-    assert not store.webhook_attempted("another", {**record, "attempt": 2},
-                                       delivered=(5, 1))  # not the leaseholder
-    assert store.webhook_attempted("me", {**record, "attempt": 2, "status": 204,
-                                          "error": None}, delivered=(5, 1))
+    assert after == failing  # the endpoint as the write left it
+    assert store.webhook_attempted("another", [Attempted({**record, "attempt": 2},
+                                                         delivered=(5, 1))]) == [None]
+    (after,) = store.webhook_attempted("me", [Attempted(
+        {**record, "attempt": 2, "status": 204, "error": None}, delivered=(5, 1))])
     done = store.get_webhook_endpoint(endpoint.id)
     assert done is not None and (done.position, done.order_id, done.attempt) == (5, 1, 0)
+    assert after == done
     assert [a.status for a in store.webhook_attempts(endpoint.id, None, 10)] == [204, 500, 500]
+
+
+def test_attempts_of_several_endpoints_are_recorded_in_one_write(store: Store) -> None:
+    first, second, third = _endpoint(store), _endpoint(store), _endpoint(store)
+    store.claim_webhook_endpoints("me", 0.0, 30.0, 10)
+    store.release_webhook_lease(third.id, "me")
+
+    def record(endpoint_id: int, status: int) -> dict[str, Any]:
+        return dict(endpoint_id=endpoint_id, webhook_id="msg_1_5", type="order.placed",
+                    attempt=1, status=status, duration_ms=3.0, response="",
+                    error=None if status < 300 else f"answered {status}", now=NOW)
+
+    after = store.webhook_attempted("me", [
+        Attempted(record(first.id, 204), delivered=(5, 1)),
+        Attempted(record(second.id, 503), next_attempt_at=40.0),
+        Attempted(record(third.id, 204), delivered=(5, 1))])  # its lease was given up
+    assert after[0] is not None and (after[0].position, after[0].order_id) == (5, 1)
+    assert after[1] is not None and (after[1].attempt, after[1].next_attempt_at) == (1, 40.0)
+    assert after[2] is None
+    assert after[:2] == [store.get_webhook_endpoint(first.id),
+                         store.get_webhook_endpoint(second.id)]
+    for endpoint in (first, second, third):  # every attempt is in the log
+        assert len(store.webhook_attempts(endpoint.id, None, 10)) == 1

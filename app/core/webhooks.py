@@ -38,7 +38,6 @@ from standardwebhooks.webhooks import Webhook
 from app.core import feed
 from app.core.errors import (
     InvalidParameter,
-    WebhookEndpointLimitReached,
     WebhookEndpointNotFound,
     WebhookUrlNotAllowed,
 )
@@ -390,14 +389,13 @@ def create(store: Store, key_id: int | None, url: Any, types: Any = None,
     chosen = check_types(types)
     text = _description(description)
     addresses(target, allowed, resolve)
-    if key_id is not None and len(store.list_webhook_endpoints(key_id)) >= MAX_PER_KEY:
-        raise WebhookEndpointLimitReached(MAX_PER_KEY)
     secret = new_secret()
     # After every change committed so far: the orders at the revision's position are
-    # before (position, the largest id).
+    # before (position, the largest id). A key has at most MAX_PER_KEY; the operator's
+    # (no key) are not counted.
     endpoint = store.create_webhook_endpoint(
         api_key_id=key_id, url=url, types=chosen, description=text, secret=secret,
-        position=store.revision(), order_id=2**63 - 1, now=_now())
+        position=store.revision(), order_id=2**63 - 1, now=_now(), at_most=MAX_PER_KEY)
     return endpoint, secret
 
 

@@ -232,8 +232,11 @@ class Store(Protocol):
 
     def create_webhook_endpoint(self, *, api_key_id: int | None, url: str,
                                 types: Sequence[str], description: str, secret: str,
-                                position: int, order_id: int, now: str) -> WebhookEndpoint:
-        """Store a new endpoint, enabled, at that place in the feed, and return it."""
+                                position: int, order_id: int, now: str,
+                                at_most: int | None = None) -> WebhookEndpoint:
+        """Store a new endpoint, enabled, at that place in the feed, and return it; with
+        at_most, only while its key has fewer than that, however many are created at once
+        (else WebhookEndpointLimitReached)."""
         ...
 
     def list_webhook_endpoints(self, api_key_id: int | None = None) -> list[WebhookEndpoint]:

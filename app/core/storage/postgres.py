@@ -61,6 +61,7 @@ log = logging.getLogger(__name__)
 # (which number orders and pets that come without an id: the largest id plus one).
 MIGRATION_LOCK = 0x70657473_0001
 IMPORT_LOCK = 0x70657473_0002
+KEY_LOCKS = 0x70657473  # the first number of a lock per API key
 POOL_WAIT_SECONDS = 2.0  # how long a request waits for a free connection before 503
 # ... and while the database is known to be down, so that an outage answers 503 at once
 # rather than holding every handler thread for the whole wait.
@@ -166,6 +167,10 @@ class PostgresStore(SqlStore, WebhookStatements):
 
     PARAM = "%s"
     SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"  # a claim passes over endpoints being claimed
+    # A key's endpoint creates take turns on an advisory lock of that key (each then counts
+    # in a snapshot taken after the one before committed: READ COMMITTED). The two-number
+    # form: its keys never meet the one-number locks above.
+    KEY_LOCK = f"SELECT pg_advisory_xact_lock({KEY_LOCKS}, mod(%s, 2147483647)::int)"
     ORDER_JSON = ORDER_JSON
     TRUE, FALSE = "true", "false"
     local = False  # every read is a round trip

@@ -218,6 +218,7 @@ class SQLiteStore(SqlStore, WebhookStatements):
 
     PARAM = "?"
     SKIP_LOCKED = ""  # a claim holds the database's write lock: no row is held by another
+    KEY_LOCK = None  # every write transaction holds the database's write lock
     ORDER_JSON = ORDER_JSON
     TRUE, FALSE = "1", "0"
     local = True  # a file on this machine

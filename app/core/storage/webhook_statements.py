@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from app.core.errors import WebhookEndpointLimitReached
 from app.core.storage.records import Attempted, OrderChange, WebhookAttempt, WebhookEndpoint
 
 # D28 (migration 9 of both stores): webhooks. Each order records the kind of its last
@@ -84,11 +85,13 @@ def _stored(changes: dict[str, Any]) -> dict[str, Any]:
 class WebhookStatements:
     """The Store's webhook methods (D28), the same SQL in both databases. A store gives
     PARAM, SKIP_LOCKED (what makes a claim pass over rows another transaction holds),
+    KEY_LOCK (a statement that makes one key's transactions take turns, if they do not),
     _rows (a read), _write_rows (one write statement in a transaction of its own,
     returning the rows its RETURNING clause gives) and _write_batch (several in one)."""
 
     PARAM: ClassVar[str]
     SKIP_LOCKED: ClassVar[str]
+    KEY_LOCK: ClassVar[str | None]
     ORDER_JSON: ClassVar[str]
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -105,14 +108,32 @@ class WebhookStatements:
 
     def create_webhook_endpoint(self, *, api_key_id: int | None, url: str,
                                 types: Sequence[str], description: str, secret: str,
-                                position: int, order_id: int, now: str) -> WebhookEndpoint:
-        """Store a new endpoint, enabled, at that place in the feed, and return it."""
+                                position: int, order_id: int, now: str,
+                                at_most: int | None = None) -> WebhookEndpoint:
+        """Store a new endpoint, enabled, at that place in the feed, and return it; with
+        at_most, only while its key has fewer endpoints than that (else
+        WebhookEndpointLimitReached), counted and added in one transaction in which the
+        key's creates take turns, so that concurrent creates never pass the limit."""
         p = self.PARAM
-        rows = self._write_rows(
-            "INSERT INTO webhook_endpoints (api_key_id, url, types, description, secret, "
-            f"position, order_id, created_at) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}) "
-            f"RETURNING {ENDPOINT_COLUMNS}",
-            (api_key_id, url, ",".join(types), description, secret, position, order_id, now))
+        values = (api_key_id, url, ",".join(types), description, secret, position, order_id,
+                  now)
+        insert = ("INSERT INTO webhook_endpoints (api_key_id, url, types, description, "
+                  "secret, position, order_id, created_at) ")
+        if at_most is None or api_key_id is None:
+            rows = self._write_rows(
+                f"{insert}VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}) "
+                f"RETURNING {ENDPOINT_COLUMNS}", values)
+            return endpoint_of(rows[0])
+        statements: list[tuple[str, tuple[Any, ...]]] = []
+        if self.KEY_LOCK is not None:
+            statements.append((self.KEY_LOCK, (api_key_id,)))
+        statements.append((
+            f"{insert}SELECT {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p} WHERE (SELECT count(*) "
+            f"FROM webhook_endpoints WHERE api_key_id = {p}) < {p} "
+            f"RETURNING {ENDPOINT_COLUMNS}", (*values, api_key_id, at_most)))
+        rows = self._write_batch(statements)[-1]
+        if not rows:
+            raise WebhookEndpointLimitReached(at_most)
         return endpoint_of(rows[0])
 
     def list_webhook_endpoints(self, api_key_id: int | None = None) -> list[WebhookEndpoint]:

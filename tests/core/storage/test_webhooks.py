@@ -8,6 +8,7 @@ import threading
 from typing import Any
 
 from app.core import orders, webhooks
+from app.core.errors import WebhookEndpointLimitReached
 from app.core.storage import Store
 from app.core.storage.records import Attempted
 from tests.core.storage.conftest import Place
@@ -63,6 +64,38 @@ def test_endpoints_are_stored_listed_per_key_updated_and_deleted(store: Store) -
     assert not store.delete_webhook_endpoint(first.id)
     assert store.get_webhook_endpoint(first.id) is None
     assert store.webhook_attempts(first.id, None, 10) == []
+
+
+def test_a_key_never_passes_its_limit_however_many_create_at_once(store: Store,
+                                                                   place: Place) -> None:
+    for _ in range(14):
+        _endpoint(store, 7)
+    others = [place.open() for _ in range(8)]
+    made: list[int] = []
+    refused: list[Exception] = []
+    start = threading.Barrier(len(others))
+
+    def create(claimer: Store) -> None:
+        start.wait()
+        try:
+            made.append(claimer.create_webhook_endpoint(
+                api_key_id=7, url="https://example.com/h", types=(), description="",
+                secret="whsec_x", position=0, order_id=0, now=NOW, at_most=16).id)
+        except WebhookEndpointLimitReached as exc:
+            refused.append(exc)
+
+    try:
+        threads = [threading.Thread(target=create, args=(other,)) for other in others]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        for other in others:
+            other.dispose()
+    assert (len(made), len(refused)) == (2, 6)
+    assert len(store.list_webhook_endpoints(7)) == 16
+    assert _endpoint(store, 8).api_key_id == 8  # another key's are its own
 
 
 def test_a_lease_goes_to_one_owner_until_it_runs_out(store: Store, place: Place) -> None:

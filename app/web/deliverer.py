@@ -195,7 +195,7 @@ class Deliverer:
             if ahead.changes:  # none of them wanted: the place moves past them
                 last = ahead.changes[-1]
                 await self._call(self.store.webhook_delivered, endpoint.id, self.owner,
-                                 last.position, last.order_id)
+                                 last.position, last.order_id, place)
                 ahead.changes, ahead.after = [], (last.position, last.order_id)
                 if ahead.full:
                     return True
@@ -236,8 +236,10 @@ class Deliverer:
     async def _deliver(self, endpoint: WebhookEndpoint,
                        change: OrderChange) -> tuple[bool, WebhookEndpoint | None]:
         """One attempt, recorded with what follows from it: whether it was delivered, and
-        the endpoint as the record left it (None when this deliverer lost its lease)."""
+        the endpoint as the record left it (None when this deliverer lost its lease, or a
+        replay moved the endpoint's place meanwhile: its next step reads it)."""
         assert self.sender is not None
+        place = (endpoint.position, endpoint.order_id)
         msg_id = webhooks.webhook_id(change)
         kind = webhooks.message_type(change)
         sent_at = time.time()  # the signature's time is the real one, whatever the clock
@@ -252,8 +254,8 @@ class Deliverer:
                       error=None if outcome.delivered else outcome.failure(),
                       now=format_unix_time(sent_at))
         if outcome.delivered:
-            after = await self.recorder.record(
-                Attempted(record, delivered=(change.position, change.order_id)))
+            after = await self.recorder.record(Attempted(
+                record, delivered=(change.position, change.order_id), since=place))
             return True, after
         if outcome.gone:
             reason, delay = "the receiver answered 410 Gone", None
@@ -265,7 +267,7 @@ class Deliverer:
             log.warning("webhook endpoint %s disabled: %s", endpoint.id, reason)
         after = await self.recorder.record(Attempted(
             record, next_attempt_at=None if delay is None else self.clock() + delay,
-            disabled_reason=reason if delay is None else None))
+            disabled_reason=reason if delay is None else None, since=place))
         return False, after
 
 

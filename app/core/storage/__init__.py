@@ -267,9 +267,10 @@ class Store(Protocol):
         ...
 
     def webhook_delivered(self, endpoint_id: int, owner: str, position: int,
-                          order_id: int) -> bool:
+                          order_id: int, since: tuple[int, int] | None = None) -> bool:
         """Move the endpoint's place in the feed forward to (position, order_id) and clear
-        its retry state, while owner holds its lease; whether it did."""
+        its retry state, while owner holds its lease (and its place is still since, if
+        given); whether it did."""
         ...
 
     def webhook_failed(self, endpoint_id: int, owner: str, attempt: int,

@@ -181,12 +181,15 @@ class Attempted:
     """An attempt to record (the fields of Store.record_webhook_attempt, endpoint_id
     among them) and what follows from it: delivered, the endpoint's place moves to that
     (position, order_id); else the failure is counted, with the next attempt's time, or
-    the endpoint disabled with a reason."""
+    the endpoint disabled with a reason. since is the endpoint's place when the attempt
+    began: where it has moved since (a replay), the place and retry state are left as
+    they are."""
 
     record: dict[str, Any]
     delivered: tuple[int, int] | None = None
     next_attempt_at: float | None = None
     disabled_reason: str | None = None
+    since: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -198,22 +198,33 @@ class WebhookStatements:
                          f"WHERE id = {p} AND lease_owner = {p} RETURNING id",
                          (endpoint_id, owner))
 
-    def _delivered(self, endpoint_id: int, owner: str, position: int,
-                   order_id: int) -> tuple[str, tuple[Any, ...]]:
+    def _still_at(self, since: tuple[int, int] | None) -> tuple[str, tuple[Any, ...]]:
+        """A condition that the endpoint's place is still since (none without it): a
+        replay that moved it while an attempt was in flight is not undone by its record."""
+        if since is None:
+            return "", ()
+        return f" AND position = {self.PARAM} AND order_id = {self.PARAM}", since
+
+    def _delivered(self, endpoint_id: int, owner: str, position: int, order_id: int,
+                   since: tuple[int, int] | None = None) -> tuple[str, tuple[Any, ...]]:
         p = self.PARAM
+        still, at = self._still_at(since)
         return (f"UPDATE webhook_endpoints SET position = {p}, order_id = {p}, attempt = 0, "
                 f"next_attempt_at = NULL WHERE id = {p} AND lease_owner = {p} "
-                f"AND (position, order_id) < ({p}, {p}) RETURNING {ENDPOINT_COLUMNS}",
-                (position, order_id, endpoint_id, owner, position, order_id))
+                f"AND (position, order_id) < ({p}, {p}){still} RETURNING {ENDPOINT_COLUMNS}",
+                (position, order_id, endpoint_id, owner, position, order_id, *at))
 
     def _failed(self, endpoint_id: int, owner: str, attempt: int, next_attempt_at: float | None,
-                disabled_reason: str | None) -> tuple[str, tuple[Any, ...]]:
+                disabled_reason: str | None, since: tuple[int, int] | None = None
+                ) -> tuple[str, tuple[Any, ...]]:
         p = self.PARAM
         enabled = "0" if disabled_reason else "enabled"
+        # A retry's time is for the change that failed; a disable holds wherever the place.
+        still, at = self._still_at(None if disabled_reason else since)
         return (f"UPDATE webhook_endpoints SET attempt = {p}, next_attempt_at = {p}, "
                 f"enabled = {enabled}, disabled_reason = coalesce({p}, disabled_reason) "
-                f"WHERE id = {p} AND lease_owner = {p} RETURNING {ENDPOINT_COLUMNS}",
-                (attempt, next_attempt_at, disabled_reason, endpoint_id, owner))
+                f"WHERE id = {p} AND lease_owner = {p}{still} RETURNING {ENDPOINT_COLUMNS}",
+                (attempt, next_attempt_at, disabled_reason, endpoint_id, owner, *at))
 
     def _attempt(self, *, endpoint_id: int, webhook_id: str, type: str, attempt: int,
                  status: int | None, duration_ms: float, response: str, error: str | None,
@@ -226,11 +237,13 @@ class WebhookStatements:
                  now))
 
     def webhook_delivered(self, endpoint_id: int, owner: str, position: int,
-                          order_id: int) -> bool:
+                          order_id: int, since: tuple[int, int] | None = None) -> bool:
         """The change at (position, order_id) reached the endpoint (or it need not): move
         its place in the feed there, forward only, and clear its retry state; only while
-        owner holds its lease. Whether it did."""
-        return bool(self._write_rows(*self._delivered(endpoint_id, owner, position, order_id)))
+        owner holds its lease, and with since, only while its place is still there.
+        Whether it did."""
+        return bool(self._write_rows(*self._delivered(endpoint_id, owner, position, order_id,
+                                                      since)))
 
     def webhook_failed(self, endpoint_id: int, owner: str, attempt: int,
                        next_attempt_at: float | None, disabled_reason: str | None) -> bool:
@@ -245,16 +258,17 @@ class WebhookStatements:
         """Record attempts, of any endpoints, and what follows from each, in one
         transaction (one commit for all: a deliverer records together the attempts its
         endpoints made meanwhile). For each, the endpoint as it is after (so that its next
-        message needs no read of it), or None where owner no longer held its lease (or,
-        delivered, its place was already past that change)."""
+        message needs no read of it), or None where owner no longer held its lease, or its
+        place was no longer the attempt's since (a replay moved it meanwhile)."""
         statements = []
         for done in attempts:
             endpoint_id = done.record["endpoint_id"]
             statements.append(self._attempt(**done.record))
             statements.append(
-                self._delivered(endpoint_id, owner, *done.delivered) if done.delivered else
+                self._delivered(endpoint_id, owner, *done.delivered, done.since)
+                if done.delivered else
                 self._failed(endpoint_id, owner, done.record["attempt"],
-                             done.next_attempt_at, done.disabled_reason))
+                             done.next_attempt_at, done.disabled_reason, done.since))
         results = self._write_batch(statements)
         return [endpoint_of(rows[0]) if rows else None for rows in results[1::2]]
 

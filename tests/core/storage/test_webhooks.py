@@ -186,6 +186,26 @@ def test_an_attempt_and_its_consequence_are_one_write(store: Store) -> None:
     assert [a.status for a in store.webhook_attempts(endpoint.id, None, 10)] == [204, 500, 500]
 
 
+def test_an_attempt_begun_before_a_replay_leaves_the_replayed_place(store: Store) -> None:
+    endpoint = _endpoint(store)
+    store.claim_webhook_endpoints("me", 0.0, 30.0, 10)
+    record = dict(endpoint_id=endpoint.id, webhook_id="msg_1_5", type="order.placed",
+                  attempt=1, status=204, duration_ms=3.0, response="", error=None, now=NOW)
+    begun_at = (endpoint.position, endpoint.order_id)  # (0, 0)
+    store.update_webhook_endpoint(endpoint.id, {"position": -1, "order_id": 0})  # a replay
+    delivered = Attempted(record, delivered=(5, 1), since=begun_at)
+    failed = Attempted({**record, "status": 500, "error": "answered 500"},
+                       next_attempt_at=99.0, since=begun_at)
+    assert store.webhook_attempted("me", [delivered, failed]) == [None, None]
+    after = store.get_webhook_endpoint(endpoint.id)
+    assert after is not None
+    assert (after.position, after.order_id, after.attempt, after.next_attempt_at) == \
+        (-1, 0, 0, None)  # the replay stands: its changes go next, at once
+    assert len(store.webhook_attempts(endpoint.id, None, 10)) == 2  # both are in the log
+    assert not store.webhook_delivered(endpoint.id, "me", 5, 1, since=begun_at)
+    assert store.webhook_delivered(endpoint.id, "me", 5, 1, since=(-1, 0))
+
+
 def test_attempts_of_several_endpoints_are_recorded_in_one_write(store: Store) -> None:
     first, second, third = _endpoint(store), _endpoint(store), _endpoint(store)
     store.claim_webhook_endpoints("me", 0.0, 30.0, 10)

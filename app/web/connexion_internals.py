@@ -409,9 +409,12 @@ class PreparedFlaskDecorator(FlaskDecorator):
         return wrapper
 
 
-def prepare_operations(app: FlaskApp) -> None:
+def prepare_operations(app: FlaskApp,
+                       served_elsewhere: Callable[[Any], bool] = lambda _: False) -> None:
     """Have each of Connexion's Flask view functions swapped for one whose decorators are
-    built once (PreparedFlaskDecorator): same decorators, same order.
+    built once (PreparedFlaskDecorator): same decorators, same order. A handler for which
+    served_elsewhere is true (answered before Flask, app/web/direct.py) gets a view that
+    says so instead: an operation has one code path.
 
     Connexion registers the operations with Flask only when it builds its middleware stack,
     on the first request (ConnexionMiddleware._build_middleware_stack calls the Flask side's
@@ -421,20 +424,28 @@ def prepare_operations(app: FlaskApp) -> None:
 
     def register_prepared(*args: Any, **kwargs: Any) -> Any:
         api = register(*args, **kwargs)
-        _prepare_views(middleware_app.app)
+        _prepare_views(middleware_app.app, served_elsewhere)
         return api
 
     middleware_app.add_api = register_prepared
 
 
-def _prepare_views(flask_app: flask.Flask) -> None:
+def _prepare_views(flask_app: flask.Flask, served_elsewhere: Callable[[Any], bool]) -> None:
     for endpoint, view in list(flask_app.view_functions.items()):
         if isinstance(view, FlaskOperation):
             # FlaskOperation keeps the resolved handler as _fn (Connexion 3).
+            if served_elsewhere(view._fn):
+                flask_app.view_functions[endpoint] = functools.partial(_not_here, view._fn)
+                continue
             prepared = PreparedFlaskDecorator(
                 pythonic_params=view.pythonic_params, jsonifier=view.jsonifier
             )(view._fn)
             flask_app.view_functions[endpoint] = prepared
+
+
+def _not_here(handler: Any, *args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError(f"{handler.__module__}.{handler.__qualname__} is answered before "
+                       "Flask; a request for it reached Flask")
 
 
 # the inner Flask app ------------------------------------------------------------------------

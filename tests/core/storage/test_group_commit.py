@@ -95,11 +95,13 @@ def test_writes_that_wait_together_share_one_commit_and_a_refused_one_undoes_onl
                  (("b", insert("b")), ("refused", refused), ("d", insert("d")))]
     for thread in followers:
         thread.start()
-    while True:  # until all three wait for the next batch
+    for _ in range(1000):  # until all three wait for the next batch
         with group._lock:
             if len(group._waiting) == 3:
                 break
         threading.Event().wait(0.01)
+    else:
+        pytest.fail("the three writes never came to wait for the next batch")
     release.set()
     for thread in (leader, *followers):
         thread.join(10)

@@ -48,7 +48,7 @@ def place_order(call: Call) -> Answer:
     """POST /store/orders: place an order under its Idempotency-Key, or replay the first
     answer to that key (D22, D23)."""
     key = orders.idempotency_key(call.header(b"idempotency-key"))
-    placed = call.services.placing.place(call.services.store, request_json(call),
+    placed = call.services.placing.place(call.services.store, _request_json(call),
                                          call.token_info["key_id"], key)
     headers = [("Location", f"{call.path}/{placed.order['id']}"),
                ("ETag", order_etag(placed.version))]
@@ -71,7 +71,7 @@ def cancel_order(call: Call) -> Answer:
 def ship_order(call: Call) -> Answer:
     """POST /store/orders/{orderId}/ship: pending becomes shipped (D24)."""
     order_id = call.order_id()
-    body = request_json(call)
+    body = _request_json(call)
     when = body.get("shipDate") if isinstance(body, dict) else None
     orders.ship(call.services.store, order_id, orders.body_time(when) if when else None,
                 _if_match(call, order_id))
@@ -86,7 +86,7 @@ def complete_order(call: Call) -> Answer:
     return _current(call, order_id)
 
 
-def request_json(call: Call) -> Any:
+def _request_json(call: Call) -> Any:
     """The request's body, which validation has found JSON (whatever its Content-Type
     said: without one, Connexion takes the document's application/json), or None."""
     return json.loads(call.body) if call.body.strip() else None

@@ -94,7 +94,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.quotas
 	$(BIN)/python -m bench.stores
 	$(BIN)/python -m bench.v2
-	$(BIN)/python -m bench.writes
+	$(BIN)/python -m bench.writes $(if $(AGAINST),--against $(AGAINST))
 	$(BIN)/python -m bench.feed
 	$(BIN)/python -m bench.positions
 	$(BIN)/python -m bench.webhooks

@@ -17,35 +17,45 @@ servers take turns, one run each per round (every other round in reverse order);
 the median of the rounds' ratios. Targets: each write at least 1.0 times its peer on both
 stores; a write's CPU at most 3 times a read's.
 
+With --against REV the service as it was at commit REV serves beside today's (from a git
+worktree, over a database of its own filled alike), and each row of today's service also
+says its throughput as a ratio of REV's, and the read is measured on both.
+
     python -m bench.writes [--runs 3] [--seconds 3] [--orders 300000] [--postgres URL]
+                           [--against REV]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 from app.core.keys import digest
 from bench import write_baselines
 from bench.harness import (
+    ROOT,
     Found,
     Load,
     free_port,
     median_load,
     on_both_stores,
     say,
+    scratch_postgres,
     server,
     store_arguments,
     table,
+    worktree,
 )
 from bench.quotas import GUNICORN, prepare
-from bench.service import DELETE_SCRIPT, PLACE_SCRIPT, measure
+from bench.service import DELETE_SCRIPT, PLACE_SCRIPT, _service, measure
 
 CONNECTIONS = 16
 PEER = "hand-written FastAPI"
+BEFORE = "service at "  # the name of the service at --against REV begins so
 AT_LEAST = 1.0  # each write against its peer, on both stores
 CPU_AT_MOST = 3.0  # a write's CPU against a read's
 SHIP_SCRIPT = """
@@ -57,10 +67,23 @@ end
 """
 
 
+@contextmanager
+def _before_database(store: str, args: argparse.Namespace, folder: Path) -> Iterator[str]:
+    """A database of its own for the service at --against REV: two services writing one
+    SQLite file would each pay the other's WAL checkpoints (bench/service.py)."""
+    if store != "PostgreSQL":
+        yield str(folder / "before.db")
+        return
+    with scratch_postgres(args.postgres, "writes") as url:
+        if url is None:
+            raise SystemExit("no PostgreSQL database for the service at --against")
+        yield url
+
+
 def run(store: str, database: str, peer_database: str, args: argparse.Namespace,
         folder: Path) -> Found:
-    """Both servers over their own database of args.orders pending orders; every scenario's
-    rows, and the lines of the verdicts."""
+    """Both servers (and the service at --against REV) over their own database of
+    args.orders pending orders; every scenario's rows, and the lines of the verdicts."""
     say(f"{store}: preparing {args.orders:,} orders for the service and for its peer...")
     env, key = prepare(folder, args.orders, database=database)
     write_baselines.prepare(peer_database, args.orders)
@@ -68,19 +91,31 @@ def run(store: str, database: str, peer_database: str, args: argparse.Namespace,
     service_env = {**env, "PETSTORE_RATELIMIT_STORAGE": "memory://"}
     peer_env = {**env, "PETSTORE_DATABASE": peer_database, "BENCH_KEY_DIGEST": digest(key)}
     with ExitStack() as stack:
-        ports = {"service": free_port(), PEER: free_port()}
-        processes = {
-            "service": stack.enter_context(server(
-                [*GUNICORN, "--bind", f"127.0.0.1:{ports['service']}", "wsgi:app"],
-                service_env, ports["service"], "/v2/store/orders/1", auth)),
-            PEER: stack.enter_context(server(
-                [*GUNICORN, "--bind", f"127.0.0.1:{ports[PEER]}",
-                 "bench.write_baselines:app"],
-                peer_env, ports[PEER], "/v2/store/orders/1", auth)),
+        # name -> (command, app, tree, env, headers)
+        servers: dict[str, tuple[list[str], str, Path, dict[str, str], dict[str, str]]] = {
+            "service": (GUNICORN, "wsgi:app", ROOT, service_env, auth),
+            PEER: (GUNICORN, "bench.write_baselines:app", ROOT, peer_env, auth),
         }
+        if args.against:
+            tree = stack.enter_context(worktree(args.against))
+            before_database = stack.enter_context(_before_database(store, args, folder))
+            say(f"{store}: preparing {args.orders:,} orders for the service at "
+                f"{args.against}...")
+            before_env, before_key = prepare(folder, args.orders, database=before_database)
+            servers[f"{BEFORE}{args.against}"] = (
+                _service(tree), "wsgi:app", tree,
+                {**before_env, "PETSTORE_RATELIMIT_STORAGE": "memory://"},
+                {"Authorization": f"Bearer {before_key}"})
+        ports = {who: free_port() for who in servers}
+        processes = {
+            who: stack.enter_context(server(
+                [*command, "--bind", f"127.0.0.1:{ports[who]}", target], own_env,
+                ports[who], "/v2/store/orders/1", headers, tree=tree))
+            for who, (command, target, tree, own_env, headers) in servers.items()}
         base = {who: f"http://127.0.0.1:{port}" for who, port in ports.items()}
-        # Each run of cancel and of ship takes ids no other run has taken: both databases
-        # hold the same orders, so one counter serves both servers.
+        heads = {who: servers[who][4] for who in servers}
+        # Each run of cancel and of ship takes ids no other run has taken: every database
+        # holds the same orders, so one counter serves every server.
         slots = args.runs * len(ports) * 2 + 1
         step = args.orders // slots
         taken = {"next": 0}
@@ -103,19 +138,21 @@ def run(store: str, database: str, peer_database: str, args: argparse.Namespace,
                             .replace("{list}", "/v2/store/orders"))
             return path
 
+        services = [who for who in base if who == "service" or who.startswith(BEFORE)]
         common = {"processes": processes, "connections": CONNECTIONS}
         scenarios: dict[str, dict[str, Any]] = {
             f"{store}: cancel (v1 DELETE)": {"targets": {
-                who: (f"{url}/v1/store/orders", auth, ranged(DELETE_SCRIPT, "cancel"))
+                who: (f"{url}/v1/store/orders", heads[who], ranged(DELETE_SCRIPT, "cancel"))
                 for who, url in base.items()}, **common},
             f"{store}: place (v2 POST)": {"targets": {
-                who: (f"{url}/v2/store/orders", auth, placing)
+                who: (f"{url}/v2/store/orders", heads[who], placing)
                 for who, url in base.items()}, **common},
             f"{store}: ship (v2 POST .../ship)": {"targets": {
-                who: (f"{url}/v2/store/orders", auth, ranged(SHIP_SCRIPT, "ship"))
+                who: (f"{url}/v2/store/orders", heads[who], ranged(SHIP_SCRIPT, "ship"))
                 for who, url in base.items()}, **common},
             f"{store}: read (v2 GET one order)": {"targets": {
-                "service": (f"{base['service']}/v2/store/orders/1", auth, None)}, **common},
+                who: (f"{base[who]}/v2/store/orders/1", heads[who], None)
+                for who in services}, **common},
         }
         results = measure(scenarios, args.runs, args.seconds)
     return verdicts(store, results)
@@ -127,18 +164,27 @@ def verdicts(store: str, results: dict[str, dict[str, list[Load]]]) -> Found:
     read = median_load(results[f"{store}: read (v2 GET one order)"]["service"])
     for scenario, by_server in results.items():
         for who, loads in by_server.items():
-            comparison = ""
+            parts = []
             if who == "service" and PEER in by_server:
-                ratio = statistics.median(s.rps / b.rps for s, b in
-                                          zip(loads, by_server[PEER], strict=True))
+                ratio = _ratio(loads, by_server[PEER])
                 cpu = median_load(loads).cpu_us / read.cpu_us
-                comparison = (f"{ratio:.2f}x {PEER} (target >= {AT_LEAST}: "
-                              f"{'ok' if ratio >= AT_LEAST else 'BELOW TARGET'}), "
-                              f"CPU {cpu:.1f}x a read's (target <= {CPU_AT_MOST}: "
-                              f"{'ok' if cpu <= CPU_AT_MOST else 'ABOVE TARGET'})")
+                parts.append(f"{ratio:.2f}x {PEER} (target >= {AT_LEAST}: "
+                             f"{'ok' if ratio >= AT_LEAST else 'BELOW TARGET'}), "
+                             f"CPU {cpu:.1f}x a read's (target <= {CPU_AT_MOST}: "
+                             f"{'ok' if cpu <= CPU_AT_MOST else 'ABOVE TARGET'})")
+            if who == "service":
+                parts += [f"{_ratio(loads, by_server[before]):.2f}x {before}"
+                          for before in by_server if before.startswith(BEFORE)]
+            comparison = ", ".join(parts)
+            if comparison:
                 lines.append(f"{scenario}: {comparison}")
             rows.append((f"{scenario}, {who}", median_load(loads), comparison))
     return rows, lines
+
+
+def _ratio(loads: list[Load], baseline: list[Load]) -> float:
+    """The median of the rounds' ratios of throughput."""
+    return statistics.median(s.rps / b.rps for s, b in zip(loads, baseline, strict=True))
 
 
 def main() -> None:
@@ -146,6 +192,8 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     store_arguments(parser)
     parser.set_defaults(orders=300_000)
+    parser.add_argument("--against", metavar="REV",
+                        help="also serve the service as it was at this commit, for a ratio")
     args = parser.parse_args()
     rows, lines = on_both_stores(run, args, "writes")
     print("\nWrites against hand-written FastAPI endpoints: medians of rounds; ratios are "

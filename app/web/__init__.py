@@ -8,6 +8,7 @@ The request path, outermost first (MiddlewarePosition names where Connexion puts
       and routing -> deprecation
       -> keyring (security.py) -> RoutedOnly (routing.py) -> Connexion's security, request
       and response validation -> decided headers (access.py) -> 304 (conditional.py)
+      -> the writes, without Flask (direct.py) -> handlers/ -> app.core
       -> Connexion's context -> the bridge (bridge.py) -> Flask -> handlers/ -> app.core
 
 Every reach into Connexion's internals is in connexion_internals.py.
@@ -24,6 +25,7 @@ import yaml
 from connexion import FlaskApp
 from connexion.middleware import MiddlewarePosition
 from connexion.options import SwaggerUIOptions
+from connexion.utils import get_function_from_name
 
 from app.core.config import Settings
 from app.core.logs import configure_logging
@@ -33,11 +35,12 @@ from app.core.services import Services, open_services
 from app.web import connexion_internals as internals
 from app.web.access import AccessLog, DecidedHeaders
 from app.web.bodies import BodyLimit
-from app.web.bridge import WSGIBridge
+from app.web.bridge import WORKERS, HandlerThreads, WSGIBridge
 from app.web.conditional import LIST_OPERATION, AnswerCache, Revalidation
 from app.web.cors import Cors
 from app.web.deliverer import Deliverer
 from app.web.deprecation import Deprecations, retirements
+from app.web.direct import DirectOperations, is_direct
 from app.web.encoding import Compression, OrjsonJsonifier, PacedBodies
 from app.web.errors import register_error_handlers, server_error_handler
 from app.web.handlers import SERVICES
@@ -115,8 +118,10 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
         jsonifier=OrjsonJsonifier(),
     )
     internals.strict_flask_routes(app)
-    # One trip to a handler thread per response, in place of a2wsgi's several (bridge.py).
-    internals.install_bridge(app, WSGIBridge)
+    # One trip to a handler thread per response, in place of a2wsgi's several (bridge.py);
+    # the writes answered without Flask (direct.py) take their turns in the same threads.
+    threads = HandlerThreads(WORKERS, "handler")
+    internals.install_bridge(app, functools.partial(WSGIBridge, threads=threads))
     app.app.extensions[SERVICES] = services
     for api in APIS:
         if api is OPS:
@@ -138,8 +143,10 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
             strict_validation=api.strict,
         )
     register_error_handlers(app)
-    internals.prepare_operations(app)
+    internals.prepare_operations(app, served_elsewhere=is_direct)
     operations = _operations()
+    direct = {op: handler for op in operations
+              if is_direct(handler := get_function_from_name(op))}
     store = services.store
     app.add_middleware(PacedBodies, position=MiddlewarePosition.BEFORE_EXCEPTION)
     app.add_middleware(AccessLog, position=MiddlewarePosition.BEFORE_EXCEPTION,
@@ -177,6 +184,9 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
     app.add_middleware(Revalidation, position=MiddlewarePosition.BEFORE_CONTEXT, store=store)
     app.add_middleware(AnswerCache, position=MiddlewarePosition.BEFORE_CONTEXT, store=store,
                        operations=CACHED_ANSWERS, max_bytes=settings.page_cache_bytes)
+    app.add_middleware(DirectOperations, position=MiddlewarePosition.BEFORE_CONTEXT,
+                       handlers=direct, services=lambda: app.app.extensions[SERVICES],
+                       threads=threads)
     app.add_middleware(BodyLimit, position=MiddlewarePosition.BEFORE_VALIDATION)
     app.add_middleware(KeyringForRequests, position=MiddlewarePosition.BEFORE_SECURITY,
                        keyring=services.keyring,

@@ -134,9 +134,11 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
 class WSGIBridge:
     """An ASGI app running a WSGI app in a thread pool (in place of a2wsgi's)."""
 
-    def __init__(self, app: Any, workers: int = WORKERS) -> None:
+    def __init__(self, app: Any, workers: int = WORKERS,
+                 threads: HandlerThreads | None = None) -> None:
         self.app = app
-        self.threads = HandlerThreads(workers, "WSGI")
+        # threads: shared with the operations answered without Flask (direct.py)
+        self.threads = threads or HandlerThreads(workers, "WSGI")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":

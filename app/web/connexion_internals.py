@@ -238,7 +238,13 @@ class ParameterValidator(ConnexionParameterValidator):
 
 class JSONBodyValidator(JSONRequestBodyValidator):
     """Connexion's JSON body validation with our sentences (app.web.validation): a body
-    missing, not JSON, or failing its schema, the member at fault named."""
+    missing, not JSON, or failing its schema, the member at fault named. Its jsonschema
+    validator is built once (Connexion's property builds one at every use); one
+    JSONBodyValidator serves all requests of an operation (PreparedRequestValidation)."""
+
+    @functools.cached_property
+    def _validator(self) -> Any:
+        return JSONRequestBodyValidator._validator.fget(self)
 
     async def wrap_receive(self, receive: Receive, *, scope: Scope) -> Any:
         length = Headers(scope=scope).get("content-length", "0")
@@ -297,23 +303,20 @@ class SpecificFirstSwaggerUIMiddleware(SwaggerUIMiddleware):
 
 
 class PreparedRequestValidation(RequestValidationOperation):
-    """Connexion's request validation of one operation, with its parameter validator (and
-    the URI parser it holds) made on first use, not for every request (issue 27: a tenth of
-    what Connexion costs a small request). Both depend only on the operation.
-
-    Only for operations without a request body: for them Connexion's Content-Type steps
-    decide nothing (no media type to accept, no body schema), so they are skipped. An
-    operation with a body goes Connexion's own way, unchanged."""
+    """Connexion's request validation of one operation, in Connexion's order, with its
+    validators made on first use, not for every request: the parameter validator (and the
+    URI parser it holds), a tenth of what Connexion costs a small request (issue 27), and
+    for each media type the body validator, whose jsonschema validator Connexion also
+    builds anew for every request (issue 34: a tenth of a POST's CPU). All of them depend
+    only on the operation (and the media type); none keeps anything of a request."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._parameters: Any = None
+        self._bodies: dict[tuple[str, str], Any] = {}  # (media type, encoding) -> validator
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         operation = self._operation
-        if operation.request_body:
-            await super().__call__(scope, receive, send)
-            return
         if self._parameters is None:
             self._parameters = self._validator_map["parameter"](
                 operation.parameters,
@@ -323,7 +326,36 @@ class PreparedRequestValidation(RequestValidationOperation):
                 security_query_params=self.security_query_params,
             )
         self._parameters.validate(scope)
+        if operation.request_body:
+            mime_type, encoding = self.extract_content_type(scope["headers"])
+            self.validate_mime_type(mime_type)
+            if (mime_type, encoding) not in self._bodies:
+                self._bodies[mime_type, encoding] = self._body_validator(mime_type, encoding)
+            validator = self._bodies[mime_type, encoding]
+            if validator is not None:
+                receive, scope = await validator.wrap_receive(receive, scope=scope)
         await self.next_app(scope, receive, send)
+
+    def _body_validator(self, mime_type: str, encoding: str) -> Any:
+        """The body validator Connexion's RequestValidationOperation makes for a media
+        type, or None where it validates nothing (no schema, or no validator for it)."""
+        operation = self._operation
+        schema = operation.body_schema(mime_type)
+        if not schema:
+            return None
+        try:
+            validator_class = self._validator_map["body"][mime_type]
+        except KeyError:
+            return None
+        return validator_class(
+            schema=schema,
+            required=operation.request_body.get("required", False),
+            nullable=is_nullable(operation.body_definition(mime_type)),
+            encoding=encoding,
+            strict_validation=self.strict_validation,
+            uri_parser=operation.uri_parser_class(operation.parameters,
+                                                  operation.body_definition()),
+        )
 
 
 class PreparedRequestValidationAPI(RequestValidationAPI):
@@ -409,9 +441,12 @@ class PreparedFlaskDecorator(FlaskDecorator):
         return wrapper
 
 
-def prepare_operations(app: FlaskApp) -> None:
+def prepare_operations(app: FlaskApp,
+                       served_elsewhere: Callable[[Any], bool] = lambda _: False) -> None:
     """Have each of Connexion's Flask view functions swapped for one whose decorators are
-    built once (PreparedFlaskDecorator): same decorators, same order.
+    built once (PreparedFlaskDecorator): same decorators, same order. A handler for which
+    served_elsewhere is true (answered before Flask, app/web/direct.py) gets a view that
+    says so instead: an operation has one code path.
 
     Connexion registers the operations with Flask only when it builds its middleware stack,
     on the first request (ConnexionMiddleware._build_middleware_stack calls the Flask side's
@@ -421,20 +456,28 @@ def prepare_operations(app: FlaskApp) -> None:
 
     def register_prepared(*args: Any, **kwargs: Any) -> Any:
         api = register(*args, **kwargs)
-        _prepare_views(middleware_app.app)
+        _prepare_views(middleware_app.app, served_elsewhere)
         return api
 
     middleware_app.add_api = register_prepared
 
 
-def _prepare_views(flask_app: flask.Flask) -> None:
+def _prepare_views(flask_app: flask.Flask, served_elsewhere: Callable[[Any], bool]) -> None:
     for endpoint, view in list(flask_app.view_functions.items()):
         if isinstance(view, FlaskOperation):
             # FlaskOperation keeps the resolved handler as _fn (Connexion 3).
+            if served_elsewhere(view._fn):
+                flask_app.view_functions[endpoint] = functools.partial(_not_here, view._fn)
+                continue
             prepared = PreparedFlaskDecorator(
                 pythonic_params=view.pythonic_params, jsonifier=view.jsonifier
             )(view._fn)
             flask_app.view_functions[endpoint] = prepared
+
+
+def _not_here(handler: Any, *args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError(f"{handler.__module__}.{handler.__qualname__} is answered before "
+                       "Flask; a request for it reached Flask")
 
 
 # the inner Flask app ------------------------------------------------------------------------

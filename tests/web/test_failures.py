@@ -98,23 +98,22 @@ def test_a_read_only_database_is_503_for_writes_and_recovers(
     """SQLite's own refusal to write (PRAGMA query_only, as on a read-only open; root
     ignores file modes): cancels are 503 with Retry-After, lists go on, and writes work
     again as soon as the database does."""
-    from contextlib import contextmanager
-
     from app.core.storage.sqlite import SQLiteStore
 
     store.import_orders([{"id": 1, "status": "pending"}, {"id": 2, "status": "pending"}])
     key = make_key(store)
     headers = {"Authorization": f"Bearer {key}"}
     read_only = False
-    write = SQLiteStore._write
+    connection = SQLiteStore.db.fget  # type: ignore[attr-defined]
 
-    @contextmanager
-    def write_where_allowed(self: SQLiteStore) -> Any:
-        self.db.execute(f"PRAGMA query_only = {int(read_only)}")
-        with write(self) as db:
-            yield db
+    def connection_where_allowed(self: SQLiteStore) -> Any:
+        # Every connection a thread uses, whichever way it writes (alone or in a group
+        # commit, app/core/storage/group_commit.py).
+        db = connection(self)
+        db.execute(f"PRAGMA query_only = {int(read_only)}")
+        return db
 
-    monkeypatch.setattr(SQLiteStore, "_write", write_where_allowed)
+    monkeypatch.setattr(SQLiteStore, "db", property(connection_where_allowed))
     with create_app(settings).test_client() as client:
         read_only = True
         response = client.delete(f"{LIST}/1", headers=headers)

@@ -26,6 +26,7 @@ from app.core.errors import (
     PetNotInCatalogue,
     StoreUnavailable,
 )
+from app.core.storage.group_commit import GroupCommit
 from app.core.storage.records import ApiKey, Changes, Placed, Transition
 from app.core.storage.statements import (
     FEED_ERAS,
@@ -228,6 +229,11 @@ class SQLiteStore(SqlStore, WebhookStatements):
         self.busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
         self._writing = threading.RLock()
+        # The moves and placing of orders share their commits (group_commit.py).
+        self._grouped: GroupCommit[sqlite_utils.Database] = GroupCommit(
+            lambda: self.db, lambda db, sql: db.conn.execute(sql), self._writing,
+            busy_timeout_ms / 1000,
+            lambda: sqlite3.OperationalError("database is locked (by this process's writers)"))
 
     # connections ---------------------------------------------------------------------
 
@@ -398,10 +404,12 @@ class SQLiteStore(SqlStore, WebhookStatements):
 
     @_translate_errors
     def _transition(self, update: str, params: tuple[Any, ...], order_id: int) -> Transition:
-        with self._write() as db:
+        def move(db: sqlite_utils.Database) -> tuple[bool, Any]:
             changed = db.execute(update, params).rowcount == 1
-            row = db.execute("SELECT status, complete, version FROM orders WHERE id = ?",
-                             (order_id,)).fetchone()
+            return changed, db.execute("SELECT status, complete, version FROM orders "
+                                       "WHERE id = ?", (order_id,)).fetchone()
+
+        changed, row = self._grouped.run(move)
         if row is None:
             return Transition(None, changed=False)
         return Transition(str(row[0]), changed, bool(row[1]), int(row[2]))
@@ -414,8 +422,9 @@ class SQLiteStore(SqlStore, WebhookStatements):
         (IdempotencyKeyReused when the key came with another request). With
         catalogue_pets_only, a new order for a pet a non-empty catalogue does not hold is
         PetNotInCatalogue, and nothing is kept. SQLite's write lock makes concurrent calls
-        take turns: the first places, the others replay."""
-        with self._write() as db:
+        take turns: the first places, the others replay. The transaction may hold other
+        writes of this process, each in its own savepoint (group_commit.py)."""
+        def place(db: sqlite_utils.Database) -> Placed:
             row = db.execute(IDEMPOTENCY_FIND.format(p="?"),
                              (api_key_id, idempotency_key)).fetchone()
             if row is not None:
@@ -430,7 +439,9 @@ class SQLiteStore(SqlStore, WebhookStatements):
             db.execute("INSERT INTO idempotency_keys VALUES (?, ?, ?, ?, ?, 1, ?)",
                        (api_key_id, idempotency_key, fingerprint, order["id"],
                         orjson.dumps(order).decode(), now))
-        return Placed(order, 1, replayed=False)
+            return Placed(order, 1, replayed=False)
+
+        return self._grouped.run(place)
 
     @_translate_errors
     def _delete(self, sql: str, params: tuple[Any, ...]) -> int:

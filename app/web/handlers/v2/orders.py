@@ -1,8 +1,10 @@
 """Handlers of the v2 operations tagged `orders`: the list by page, one order, and the
-moves of the state machine (place, cancel, ship, complete)."""
+moves of the state machine (place, cancel, ship, complete). The moves are answered without
+Flask (@direct, app/web/direct.py)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import urlencode
 
@@ -11,7 +13,8 @@ import orjson
 
 from app.core import orders, paging
 from app.web.conditional import if_match_versions, order_etag, tagged_json
-from app.web.handlers import no_content, services
+from app.web.direct import NO_CONTENT, Answer, Call, direct, json_answer
+from app.web.handlers import services
 
 
 def list_orders(limit: int = paging.LIMIT_DEFAULT, cursor: str | None = None,
@@ -40,58 +43,68 @@ def get_order(orderId: int) -> flask.Response:
     return tagged_json(orjson.dumps(order), tag=order_etag(version))
 
 
-def place_order(body: dict[str, Any], token_info: dict[str, Any]) -> flask.Response:
+@direct
+def place_order(call: Call) -> Answer:
     """POST /store/orders: place an order under its Idempotency-Key, or replay the first
     answer to that key (D22, D23)."""
-    found = services()
-    key = orders.idempotency_key(flask.request.headers.get(orders.IDEMPOTENCY_KEY))
-    placed = found.placing.place(found.store, body, token_info["key_id"], key)
-    headers = {"Location": f"{flask.request.path}/{placed.order['id']}",
-               "ETag": order_etag(placed.version)}
+    key = orders.idempotency_key(call.header(b"idempotency-key"))
+    placed = call.services.placing.place(call.services.store, _request_json(call),
+                                         call.token_info["key_id"], key)
+    headers = [("Location", f"{call.path}/{placed.order['id']}"),
+               ("ETag", order_etag(placed.version))]
     if placed.replayed:
-        headers["Idempotent-Replayed"] = "true"
-    return flask.Response(orjson.dumps(placed.order), 201, mimetype="application/json",
-                          headers=headers)
+        headers.append(("Idempotent-Replayed", "true"))
+    return json_answer(201, orjson.dumps(placed.order), headers)
 
 
-def cancel_order(orderId: int, token_info: dict[str, Any]) -> flask.Response:
+@direct
+def cancel_order(call: Call) -> Answer:
     """DELETE /store/orders/{orderId}: cancel a pending order, as v1 does, and only at the
     version If-Match names (D25)."""
-    orders.cancel(services().store, orderId, token_info["key_id"], _if_match(orderId))
-    return no_content()
+    order_id = call.order_id()
+    orders.cancel(call.services.store, order_id, call.token_info["key_id"],
+                  _if_match(call, order_id))
+    return NO_CONTENT
 
 
-def ship_order(orderId: int, body: Any = None) -> flask.Response:
+@direct
+def ship_order(call: Call) -> Answer:
     """POST /store/orders/{orderId}/ship: pending becomes shipped (D24)."""
-    # Without a JSON Content-Type, Connexion hands over the (validated) body as bytes.
-    if isinstance(body, bytes):
-        body = orjson.loads(body) if body.strip() else None
+    order_id = call.order_id()
+    body = _request_json(call)
     when = body.get("shipDate") if isinstance(body, dict) else None
-    orders.ship(services().store, orderId, orders.body_time(when) if when else None,
-                _if_match(orderId))
-    return _current(orderId)
+    orders.ship(call.services.store, order_id, orders.body_time(when) if when else None,
+                _if_match(call, order_id))
+    return _current(call, order_id)
 
 
-def complete_order(orderId: int) -> flask.Response:
+@direct
+def complete_order(call: Call) -> Answer:
     """POST /store/orders/{orderId}/complete: shipped becomes complete (D24)."""
-    orders.complete(services().store, orderId, _if_match(orderId))
-    return _current(orderId)
+    order_id = call.order_id()
+    orders.complete(call.services.store, order_id, _if_match(call, order_id))
+    return _current(call, order_id)
 
 
-def _if_match(order_id: int) -> int | None:
+def _request_json(call: Call) -> Any:
+    """The request's body, which validation has found JSON (whatever its Content-Type
+    said: without one, Connexion takes the document's application/json), or None."""
+    return json.loads(call.body) if call.body.strip() else None
+
+
+def _if_match(call: Call, order_id: int) -> int | None:
     """The version the request's If-Match allows the change at: None for any (no header,
     or *); -1, which no order has, when it names none of the order's current version."""
-    versions = if_match_versions(flask.request.headers.get("If-Match"))
+    versions = if_match_versions(call.header(b"if-match"))
     if versions is None:
         return None
     if len(versions) == 1:
         return next(iter(versions))
-    current = services().store.order_version(order_id) if versions else None
+    current = call.services.store.order_version(order_id) if versions else None
     return current if current in versions else -1
 
 
-def _current(order_id: int) -> flask.Response:
+def _current(call: Call, order_id: int) -> Answer:
     """200 with the order as it is now and its ETag."""
-    order, version = orders.get_versioned(services().store, order_id)
-    return flask.Response(orjson.dumps(order), 200, mimetype="application/json",
-                          headers={"ETag": order_etag(version)})
+    order, version = orders.get_versioned(call.services.store, order_id)
+    return json_answer(200, orjson.dumps(order), [("ETag", order_etag(version))])

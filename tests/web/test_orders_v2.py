@@ -305,3 +305,17 @@ def test_an_answer_just_under_the_page_cache_size_is_served_not_a_500(
         answers = [client.get(f"{LIST}?limit=30", headers=auth) for _ in range(2)]
     assert [a.status_code for a in answers] == [200, 200]
     assert answers[0].content == answers[1].content
+
+
+@pytest.mark.parametrize("path", ["/v2/store/orders/1", "/v2/store/orders?limit=2",
+                                  "/v1/store/orders"])
+def test_head_answers_the_get_headers_without_a_body(client: Any, auth: dict[str, str],
+                                                     path: str) -> None:
+    got = client.get(path, headers=auth)
+    head = client.head(path, headers=auth)
+    assert (head.status_code, head.content) == (200, b"")
+    assert head.headers["etag"] == got.headers["etag"]
+    assert head.headers["content-type"] == got.headers["content-type"]
+    assert head.headers["x-ratelimit-limit"] == got.headers["x-ratelimit-limit"]
+    assert int(head.headers["x-ratelimit-remaining"]) == \
+        int(got.headers["x-ratelimit-remaining"]) - 1

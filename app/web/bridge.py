@@ -17,6 +17,7 @@ changes only how the response comes back:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import os
 import queue
@@ -115,9 +116,12 @@ class HandlerThreads:
             try:
                 result = context.run(function, *args)
             except BaseException as exc:  # handed to the awaiting request, as it is
-                loop.call_soon_threadsafe(_settle, future, None, exc)
+                outcome: tuple[Any, BaseException | None] = (None, exc)
             else:
-                loop.call_soon_threadsafe(_settle, future, result, None)
+                outcome = (result, None)
+            # The loop may have closed meanwhile (a worker's end): nobody awaits the call.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, future, *outcome)
             with lock:
                 self.idle += 1
 

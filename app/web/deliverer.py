@@ -108,8 +108,9 @@ class Deliverer:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self.recorder.writer is not None:  # a write under way ends as it began
-            await asyncio.gather(self.recorder.writer, return_exceptions=True)
+        # A write or a shared read under way ends as it began, before the loop does.
+        pending = [*self.reading.values(), self.recorder.writer]
+        await asyncio.gather(*(f for f in pending if f is not None), return_exceptions=True)
         held = list(self.tasks)
         self.tasks.clear()
         for endpoint_id in held:

@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pythonjsonlogger.orjson import OrjsonFormatter
@@ -42,9 +43,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     logging.getLogger().addHandler(RECORDER)
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """No log of the whole run, in-process or from a served process, holds a key, a key's
-    digest or an Authorization header's credential: fail the run if one does."""
+def _leaks() -> list[str]:
+    """Where this process's logs of the run, in process or from a served process, hold a
+    key, a key's digest or an Authorization header's credential."""
     texts = [("in-process logs", "\n".join(RECORDER.lines))]
     texts += [(str(path), path.read_text(errors="replace"))
               for path in SERVER_LOGS if path.exists()]
@@ -53,6 +54,27 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     for where, text in texts:
         leaks += [f"{where}: {match.group(0)[:16]}..." for match in LEAK.finditer(text)]
         leaks += [f"{where}: the digest of a key" for d in digests if d in text]
+    return leaks
+
+
+# What the worker processes of a parallel run (pytest-xdist, make test) found: each scans its
+# own logs when it finishes and hands the result to the controlling process, which fails the
+# run (a worker's own exit status does not fail it).
+WORKERS_LEAKS: list[str] = []
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown where xdist is not installed
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    WORKERS_LEAKS.extend(getattr(node, "workeroutput", {}).get("leaks", []))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """No log of the whole run, in-process or from a served process, holds a key, a key's
+    digest or an Authorization header's credential: fail the run if one does."""
+    leaks = _leaks() + WORKERS_LEAKS
+    if hasattr(session.config, "workeroutput"):  # a worker: the controller reports them
+        session.config.workeroutput["leaks"] = leaks
+        return
     if leaks:
         print("\nSECRETS IN THE LOGS OF THIS RUN:\n  " + "\n  ".join(sorted(set(leaks))))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -4,8 +4,8 @@ The request path, outermost first (MiddlewarePosition names where Connexion puts
 
     CORS (cors.py) -> Connexion's server errors -> paced bodies (encoding.py)
       -> request id + access log (access.py) -> gzip (encoding.py) -> quotas (ratelimit.py)
-      -> the feed's long polling (longpoll.py) -> Connexion's exceptions, document server
-      and routing -> deprecation
+      -> the feed's long polling (longpoll.py) -> kept answers of repeated reads
+      (repeats.py) -> Connexion's exceptions, document server and routing -> deprecation
       -> keyring (security.py) -> RoutedOnly (routing.py) -> Connexion's security, request
       and response validation -> decided headers (access.py) -> 304 (conditional.py)
       -> the writes, without Flask (direct.py) -> handlers/ -> app.core
@@ -36,7 +36,7 @@ from app.web import connexion_internals as internals
 from app.web.access import AccessLog, DecidedHeaders
 from app.web.bodies import BodyLimit
 from app.web.bridge import WORKERS, HandlerThreads, WSGIBridge
-from app.web.conditional import LIST_OPERATION, AnswerCache, Revalidation
+from app.web.conditional import LIST_OPERATION, AnswerCache, Answers, Revalidation
 from app.web.cors import Cors
 from app.web.deliverer import Deliverer
 from app.web.deprecation import Deprecations, retirements
@@ -46,7 +46,17 @@ from app.web.errors import register_error_handlers, server_error_handler
 from app.web.handlers import SERVICES
 from app.web.longpoll import LongPoll, RevisionWatch
 from app.web.ratelimit import RateLimitMiddleware
-from app.web.routing import APIS, OPENAPI_DIR, OPS, V1, V2, RoutedOnly, TagResolver
+from app.web.repeats import RepeatedReads
+from app.web.routing import (
+    APIS,
+    OPENAPI_DIR,
+    OPS,
+    V1,
+    V2,
+    RoutedOnly,
+    TagResolver,
+    header_parameters,
+)
 from app.web.security import KeyringForRequests
 
 API_SPEC = V1.document  # the document that declares the plans (x-plans)
@@ -174,24 +184,30 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
     app.add_middleware(LongPoll, position=MiddlewarePosition.BEFORE_EXCEPTION, store=store,
                        path=f"{V2.base_path}/store/order-changes",
                        max_waiting=settings.feed_max_waiting, watch=watch)
+    retired = retirements({op: d for op, (_, d) in operations.items()})
+    writes = frozenset(op for op, (_, d) in operations.items() if d.get("x-scope") == "write")
+    answers = Answers(settings.page_cache_bytes)
+    # Inside the quotas, whose check of the key it relies on (RepeatedReads).
+    app.add_middleware(RepeatedReads, position=MiddlewarePosition.BEFORE_EXCEPTION,
+                       store=store, answers=answers, headers=header_parameters(),
+                       long_way=frozenset(retired) | writes)
     app.add_middleware(
         Deprecations, position=MiddlewarePosition.BEFORE_SECURITY,
-        retired=retirements({op: d for op, (_, d) in operations.items()}),
+        retired=retired,
     )
     if settings.validate_responses:
         app.add_middleware(DecidedHeaders, position=MiddlewarePosition.BEFORE_CONTEXT)
     # Inside DecidedHeaders, so that its 304s carry the decided headers when validated.
     app.add_middleware(Revalidation, position=MiddlewarePosition.BEFORE_CONTEXT, store=store)
     app.add_middleware(AnswerCache, position=MiddlewarePosition.BEFORE_CONTEXT, store=store,
-                       operations=CACHED_ANSWERS, max_bytes=settings.page_cache_bytes)
+                       operations=CACHED_ANSWERS, answers=answers)
     app.add_middleware(DirectOperations, position=MiddlewarePosition.BEFORE_CONTEXT,
                        handlers=direct, services=lambda: app.app.extensions[SERVICES],
                        threads=threads)
     app.add_middleware(BodyLimit, position=MiddlewarePosition.BEFORE_VALIDATION)
     app.add_middleware(KeyringForRequests, position=MiddlewarePosition.BEFORE_SECURITY,
                        keyring=services.keyring,
-                       write_operations=frozenset(op for op, (_, d) in operations.items()
-                                                  if d.get("x-scope") == "write"))
+                       write_operations=writes)
     app.add_middleware(RoutedOnly, position=MiddlewarePosition.BEFORE_SECURITY,
                        base_paths=tuple(api.base_path for api in APIS))
     # After the last middleware placed by MiddlewarePosition.BEFORE_VALIDATION.

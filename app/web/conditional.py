@@ -15,7 +15,7 @@ a list whose revision moved on, go on to the handler.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, NamedTuple
 
 import flask
 from cachetools import LRUCache
@@ -113,50 +113,75 @@ class Revalidation:
 ENTRY_OVERHEAD = 256  # bytes an answer's headers and key take, roughly, beside its body
 
 
+class Kept(NamedTuple):
+    """An answer AnswerCache keeps: for the revision of the orders it was read at, by the
+    operation that made it."""
+
+    revision: int
+    tag: bytes
+    headers: list[Any]
+    body: bytes
+    operation: str
+
+
+class Answers:
+    """The answers AnswerCache keeps, per request target (path and query), up to max_bytes
+    (least recently used first out); RepeatedReads serves them too."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.kept: LRUCache[tuple[str, bytes], Kept] = LRUCache(
+            maxsize=max(max_bytes, 1), getsizeof=lambda kept: len(kept.body) + ENTRY_OVERHEAD)
+
+    def get(self, scope: Scope) -> Kept | None:
+        return self.kept.get((scope["path"], scope.get("query_string", b"")))
+
+
+async def send_kept(scope: Scope, send: Send, kept: Kept) -> None:
+    """The kept answer, or 304 when the request's If-None-Match matches its ETag."""
+    given = [v for k, v in scope["headers"] if k == b"if-none-match"]
+    if given and matches(b",".join(given).decode("latin-1"), kept.tag.decode("ascii")):
+        await send({"type": "http.response.start", "status": 304,
+                    "headers": [(b"etag", kept.tag)]})
+        await send({"type": "http.response.body", "body": b""})
+    else:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": list(kept.headers)})
+        await send({"type": "http.response.body", "body": kept.body})
+
+
 class AnswerCache:
     """Answers to the GETs of the orders (v1's list, v2's pages and single orders), kept
-    per request target (path and query) and revision of the orders, up to max_bytes (least
-    recently used first out): the answer as the handler made it, served again, or 304 when
-    If-None-Match matches its ETag, without a handler thread, while no order has changed.
-    Like v1's list cache (app/core/listing.py) it is never stale: every change to an order,
-    from any process or host, raises the revision, and an answer is kept under the revision
-    read before the handler read the orders. Added beside Revalidation, so security,
-    quotas and validation have all run."""
+    per request target and revision of the orders (Answers): the answer as the handler made
+    it, served again, or 304 when If-None-Match matches its ETag, without a handler thread,
+    while no order has changed. Like v1's list cache (app/core/listing.py) it is never
+    stale: every change to an order, from any process or host, raises the revision, and an
+    answer is kept under the revision read before the handler read the orders. Added beside
+    Revalidation, so security, quotas and validation have all run."""
 
     def __init__(self, app: ASGIApp, *, store: Store, operations: frozenset[str],
-                 max_bytes: int) -> None:
+                 answers: Answers) -> None:
         self.app = app
         self.store = store
         self.operations = operations
-        self.answers: LRUCache[tuple[str, bytes], tuple[int, bytes, list[Any], bytes]] = (
-            LRUCache(maxsize=max(max_bytes, 1),
-                     getsizeof=lambda entry: len(entry[3]) + ENTRY_OVERHEAD))
-        self.max_bytes = max_bytes
+        self.answers = answers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (self.max_bytes <= 0 or scope["type"] != "http" or scope["method"] != "GET"
-                or routed_operation(scope) not in self.operations):
+        operation = routed_operation(scope) if scope["type"] == "http" else None
+        if (self.answers.max_bytes <= 0 or operation not in self.operations
+                or scope["method"] != "GET"):
             await self.app(scope, receive, send)
             return
-        target = (scope["path"], scope.get("query_string", b""))
         revision = await current_revision(self.store)  # before the handler reads the orders
-        entry = self.answers.get(target)
-        if entry is not None and entry[0] == revision:
-            _, tag, headers, body = entry
-            given = [v for k, v in scope["headers"] if k == b"if-none-match"]
-            if given and matches(b",".join(given).decode("latin-1"), tag.decode("ascii")):
-                await send({"type": "http.response.start", "status": 304,
-                            "headers": [(b"etag", tag)]})
-                await send({"type": "http.response.body", "body": b""})
-            else:
-                await send({"type": "http.response.start", "status": 200,
-                            "headers": list(headers)})
-                await send({"type": "http.response.body", "body": body})
+        kept = self.answers.get(scope)
+        if kept is not None and kept.revision == revision:
+            await send_kept(scope, send, kept)
             return
-        await self.app(scope, receive, self._keeping(send, target, revision))
+        await self.app(scope, receive, self._keeping(send, scope, operation, revision))
 
-    def _keeping(self, send: Send, target: tuple[str, bytes], revision: int) -> Send:
+    def _keeping(self, send: Send, scope: Scope, operation: str, revision: int) -> Send:
         """send, keeping a 200 answered in one piece (a body in one message)."""
+        target = (scope["path"], scope.get("query_string", b""))
         start: Message = {}
         pieces = 0
 
@@ -172,11 +197,12 @@ class AnswerCache:
                 body = message.get("body", b"")
                 if (pieces == 1 and start.get("status") == 200
                         and not message.get("more_body", False)
-                        and len(body) + ENTRY_OVERHEAD <= self.max_bytes):
+                        and len(body) + ENTRY_OVERHEAD <= self.answers.max_bytes):
                     headers = start["headers"]
                     tag = next((v for k, v in headers if k.lower() == b"etag"), None)
                     if tag is not None:
-                        self.answers[target] = (revision, tag, headers, body)
+                        self.answers.kept[target] = Kept(revision, tag, headers, body,
+                                                         operation)
             await send(message)
 
         return keeping

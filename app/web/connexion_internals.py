@@ -96,6 +96,14 @@ def routed_base_path(scope: Scope) -> str | None:
     return ((scope.get("extensions") or {}).get(ROUTING) or {}).get("api_base_path")
 
 
+def mark_routed(scope: Scope, operation_id: str, info: dict[str, Any]) -> None:
+    """Record in the scope what Connexion's router and security would have (the operation,
+    the token info), for a request answered before them (conditional.RepeatedReads)."""
+    extensions = scope.setdefault("extensions", {})
+    extensions[ROUTING] = {"operation_id": operation_id}
+    extensions[CONTEXT] = {"token_info": info}
+
+
 def token_info(scope: Scope) -> dict[str, Any] | None:
     """What the bearer-info function returned for the request, once security has run."""
     info = ((scope.get("extensions") or {}).get(CONTEXT) or {}).get("token_info")

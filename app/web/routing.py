@@ -72,6 +72,34 @@ def allowed_methods(path: str) -> str | None:
     return next((methods for pattern, methods in _paths() if pattern.match(path)), None)
 
 
+def _resolved(document: dict[str, Any], item: dict[str, Any]) -> dict[str, Any]:
+    """item, or what its local $ref ("#/components/parameters/OrderId") points at."""
+    while "$ref" in item:
+        item = functools.reduce(lambda node, part: node[part],
+                                item["$ref"].removeprefix("#/").split("/"), document)
+    return item
+
+
+@functools.cache
+def header_parameters() -> dict[str, dict[bytes, dict[str, Any]]]:
+    """Resolved operation id -> the request headers its document declares as parameters
+    (lower-case name -> the parameter, $refs resolved), the path's own included."""
+    declared: dict[str, dict[bytes, dict[str, Any]]] = {}
+    for api in APIS:
+        document = yaml.safe_load((OPENAPI_DIR / api.document).read_text())
+        resolver = TagResolver(api.handlers)
+        for item in document["paths"].values():
+            for method, operation in item.items():
+                if method not in METHODS or "operationId" not in operation:
+                    continue
+                parameters = [_resolved(document, p) for p in
+                              (*item.get("parameters", ()), *operation.get("parameters", ()))]
+                declared[resolver.handler_for(operation)] = {
+                    p["name"].lower().encode("latin-1"): p
+                    for p in parameters if p.get("in") == "header"}
+    return declared
+
+
 def snake_case(name: str) -> str:
     """listOrders -> list_orders."""
     return SNAKE_BOUNDARY.sub("_", name).lower()

@@ -13,6 +13,7 @@ from typing import Any
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.core.keys import KeyCheck, Keyring
+from app.core.storage.records import ApiKey
 from app.web.connexion_internals import routed_operation
 from app.web.errors import ApiKeyExpired, DuplicateAuthorization, InsufficientScope
 
@@ -36,6 +37,11 @@ def bearer_info(token: str, request: Any) -> dict[str, Any] | None:
         return None
     if key.scope != "write" and scope.get(NEEDS_WRITE):
         raise InsufficientScope()
+    return key_info(key)
+
+
+def key_info(key: ApiKey) -> dict[str, Any]:
+    """The token info of a valid key, as handlers and the access log read it."""
     return {"sub": key.id, "key_id": key.id, "plan": key.plan, "scope": key.scope}
 
 

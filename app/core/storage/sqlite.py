@@ -26,7 +26,7 @@ from app.core.errors import (
     PetNotInCatalogue,
     StoreUnavailable,
 )
-from app.core.storage.group_commit import GroupCommit
+from app.core.storage.group_commit import GroupCommit, Savepoints
 from app.core.storage.records import ApiKey, Changes, Placed, Transition
 from app.core.storage.statements import (
     FEED_ERAS,
@@ -230,10 +230,10 @@ class SQLiteStore(SqlStore, WebhookStatements):
         self._local = threading.local()
         self._writing = threading.RLock()
         # The moves and placing of orders share their commits (group_commit.py).
-        self._grouped: GroupCommit[sqlite_utils.Database] = GroupCommit(
-            lambda: self.db, lambda db, sql: db.conn.execute(sql), self._writing,
-            busy_timeout_ms / 1000,
-            lambda: sqlite3.OperationalError("database is locked (by this process's writers)"))
+        self._grouped: GroupCommit[Callable[[sqlite_utils.Database], Any]] = GroupCommit(
+            Savepoints(lambda: self.db, lambda db, sql: db.conn.execute(sql), self._writing,
+                       busy_timeout_ms / 1000, lambda: sqlite3.OperationalError(
+                           "database is locked (by this process's writers)")))
 
     # connections ---------------------------------------------------------------------
 

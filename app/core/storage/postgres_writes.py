@@ -46,7 +46,7 @@ from typing import Any
 import orjson
 import psycopg
 
-from app.core.errors import PetNotInCatalogue
+from app.core.errors import PetNotInCatalogue, StoreUnavailable
 from app.core.storage.records import Placed, Transition
 from app.core.storage.statements import NEW_ORDER_COLUMNS, PET_OUTSIDE_CATALOGUE, PLACED_KIND
 
@@ -128,16 +128,18 @@ class Place:
     def outcome(self, row: tuple[Any, ...] | None, claimed: bool
                 ) -> Placed | tuple[Any, ...] | Exception:
         """The order placed; or the key's first answer (a row of FIND_ANSWER, for
-        statements.replayed); or, when no key was claimed or found, the catalogue's
-        refusal."""
+        statements.replayed); or, when no key was claimed or found, the exception its
+        caller raises (never raised here: the batch has committed)."""
         if claimed:
             assert row is not None  # the claim's own row
             return Placed(orjson.loads(row[0]), 1, replayed=False)
         if row is not None:
             return row
-        # The claim inserted nothing and no key is there: the catalogue refused the pet.
-        assert self.catalogue_pets_only
-        return PetNotInCatalogue(self.new["petId"])
+        if self.catalogue_pets_only:  # the claim inserted nothing and no key is there
+            return PetNotInCatalogue(self.new["petId"])
+        # The key was there when claimed, and gone when its answer was read: purged since.
+        return StoreUnavailable("The idempotency key's first answer was forgotten while "
+                                "this request was placed; try again.")
 
 
 Outcome = Transition | Placed | tuple[Any, ...] | Exception

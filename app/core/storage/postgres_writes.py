@@ -105,7 +105,8 @@ class Move:
     def outcome(self, row: tuple[Any, ...] | None) -> Transition:
         if row is None:
             return Transition(None, changed=False)
-        return Transition(str(row[1]), bool(row[0]), bool(row[2]), int(row[3]))
+        return Transition(str(row[1]), bool(row[0]), bool(row[2]), int(row[3]),
+                          orjson.loads(row[4]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,10 +225,12 @@ def _statement(write: Move | Place, claimed: bool) -> tuple[str, tuple[Any, ...]
     """The write's statement in the batch's second round trip."""
     if isinstance(write, Move):
         # Its conditional UPDATE, and when that changes nothing the order as it is (a
-        # snapshot no other writer's commit can outdate while the batch holds the revision).
-        return (f"WITH moved AS ({write.update} RETURNING status, complete, version) "
-                "SELECT true, status, complete, version FROM moved UNION ALL "
-                "SELECT false, status, complete, version FROM orders "
+        # snapshot no other writer's commit can outdate while the batch holds the revision);
+        # either way with the order's JSON, for an answer that gives the order.
+        return (f"WITH moved AS ({write.update} RETURNING status, complete, version, "
+                f"{ORDER_JSON} AS order_json) "
+                "SELECT true, status, complete, version, order_json FROM moved UNION ALL "
+                f"SELECT false, status, complete, version, {ORDER_JSON} FROM orders "
                 "WHERE id = %s AND NOT EXISTS (SELECT FROM moved)",
                 (*write.params, write.order_id))
     if claimed:

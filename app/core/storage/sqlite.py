@@ -406,13 +406,14 @@ class SQLiteStore(SqlStore, WebhookStatements):
     def _transition(self, update: str, params: tuple[Any, ...], order_id: int) -> Transition:
         def move(db: sqlite_utils.Database) -> tuple[bool, Any]:
             changed = db.execute(update, params).rowcount == 1
-            return changed, db.execute("SELECT status, complete, version FROM orders "
-                                       "WHERE id = ?", (order_id,)).fetchone()
+            return changed, db.execute(f"SELECT status, complete, version, {ORDER_JSON} "
+                                       "FROM orders WHERE id = ?", (order_id,)).fetchone()
 
         changed, row = self._grouped.run(move)
         if row is None:
             return Transition(None, changed=False)
-        return Transition(str(row[0]), changed, bool(row[1]), int(row[2]))
+        return Transition(str(row[0]), changed, bool(row[1]), int(row[2]),
+                          orjson.loads(row[3]))
 
     @_translate_errors
     def place_order(self, new: dict[str, Any], api_key_id: int, idempotency_key: str,

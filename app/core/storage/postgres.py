@@ -377,9 +377,9 @@ class PostgresStore(SqlStore, WebhookStatements):
         in one transaction; or, when the key placed one before, replay that first answer
         (IdempotencyKeyReused when the key came with another request). With
         catalogue_pets_only, a new order for a pet a non-empty catalogue does not hold is
-        PetNotInCatalogue, and the key is not kept. The key's row is claimed first: a
-        concurrent call with the same key, on any host, waits on the unique index until
-        this transaction ends, then replays what it committed; the same key twice in one
+        PetNotInCatalogue, and the key is not kept. Placing holds the revision's row: a
+        concurrent call with the same key, on any host, waits for it until this
+        transaction ends, then replays what it committed; the same key twice in one
         transaction (postgres_writes.py) places once and replays once."""
         result = self._grouped.run(Place(new, api_key_id, idempotency_key, fingerprint, now,
                                          catalogue_pets_only))

@@ -7,29 +7,29 @@ the feed's positions follow commit order (D26). Committed one by one, writes too
 that row, one flush of the WAL each, and a worker's writes stayed below a hand-written
 endpoint's over a plain table, whose commits PostgreSQL flushes together.
 
-A batch is one transaction in at most two round trips:
+A batch is one transaction in one round trip: BEGIN, the imports' lock (when it places an
+order: imports and placing number orders alike), the revision's row, then every write in
+the order it arrived, each one statement, then COMMIT, all sent at once. The revision's
+row is held from its statement to the end of the commit, and no client round trip happens
+while it is held. A move is its conditional UPDATE, which also reads the order when it
+changes nothing; a placing inserts the order and its idempotency key's row unless the key
+is there (committed, or placed earlier in this very batch: the same key twice places once
+and replays once) or the shop's catalogue refuses the pet, and otherwise reads the key's
+first answer for a replay.
 
-1. BEGIN, and each placing's claim of its idempotency key (an INSERT that does nothing when
-   the key is there, or when the shop's catalogue refuses the pet): no lock that other
-   writers wait on is taken yet. Only sent when the batch places orders.
-2. The imports' lock (when an order is placed: imports and placing number orders alike),
-   the revision's row, then every write in the order it arrived: a move's conditional
-   UPDATE (which also reads the order when it changes nothing), a claimed key's placing, an
-   unclaimed key's first answer (a replay: of an earlier transaction's, or of this batch's
-   own when the key came twice); then COMMIT. The row is held from here to the end of the
-   commit, and no client round trip happens while it is held.
-
-The transaction then takes one position for every order it changes; positions stay in
-commit order. With the revision's row taken first, no other writer's change to an order
-can commit while the batch runs, so each statement's snapshot shows the orders as they are.
-Locks are taken in one order everywhere (keys, then the imports' lock, then the revision,
-then orders), so batches of several hosts do not deadlock one another.
+The transaction takes one position for every order it changes; positions stay in commit
+order. With the revision's row taken first, no other writer's change to an order, nor its
+placing under a key, can commit while the batch runs: each statement's snapshot shows the
+orders and the keys as they are, and a placing never waits for a key (the same key on
+another host waits for the revision, then replays). Every writer takes the imports' lock
+before the revision, and the revision before any order or key, so batches of several
+hosts do not deadlock one another.
 
 There are no savepoints: a statement that fails aborts the rest of its pipeline anyway. A
 write whose own statement fails (a database error that is not the store's unavailability)
 is answered with that error, the transaction is rolled back, and the others run again in a
 new one without it; nothing of the first was kept, so running them again is running them.
-A refused placing (PetNotInCatalogue) fails no statement: its claim simply inserts nothing.
+A refused placing (PetNotInCatalogue) fails no statement: it simply inserts nothing.
 Any other failure (a lock not had in the busy timeout, a read-only standby, the commit) is
 the transaction's, and raises: GroupCommit fails every write of the batch with it. The
 store repeats a batch whose connection was found broken once, on a fresh one (PostgresStore
@@ -63,29 +63,27 @@ ORDER_JSON = """
     || CASE WHEN complete THEN ',"complete":true' ELSE ',"complete":false' END
     || ',"status":' || to_json(status) || '}'
 """
-# An idempotency key's claim: its row, without an order yet. Nothing when the key has one
-# (committed, or claimed earlier in this transaction) ...
-CLAIM = ("INSERT INTO idempotency_keys VALUES (%s, %s, %s, 0, '', 0, %s) "
-         "ON CONFLICT DO NOTHING RETURNING 1")
-# ... nor, with the catalogue rule (issue 36), for a pet the catalogue refuses: a refusal
-# keeps no key (D23) and needs nothing undone.
-CLAIM_IN_CATALOGUE = (
-    "INSERT INTO idempotency_keys SELECT %s::bigint, %s::text, %s::text, 0, '', 0, %s::text "
-    f"WHERE NOT ({PET_OUTSIDE_CATALOGUE.format(p='%s')}) ON CONFLICT DO NOTHING RETURNING 1")
-# A new order and its key's first answer, in one statement under the imports' lock: its id
-# as SQLite gives ids (the largest plus one), its JSON as the list gives it.
+# A new order and its idempotency key's row (the first answer: the order as the list
+# gives it, at version 1), unless the key is there or the catalogue (issue 36) refuses the
+# pet; its id as SQLite gives ids (the largest plus one, under the imports' lock). Then
+# either that answer with no fingerprint (placed), or the key's first answer (a replay), or
+# no row (refused).
 PLACE_ORDER = (
     f"WITH placed AS (INSERT INTO orders (id, {NEW_ORDER_COLUMNS}, last_change) "
     f"SELECT coalesce(max(id), 0) + 1, %s::bigint, %s::bigint, %s::text, {PLACED_KIND} "
-    "FROM orders "
-    f"RETURNING id, {ORDER_JSON} AS order_json) "
-    "UPDATE idempotency_keys SET order_id = placed.id, order_json = placed.order_json, "
-    "order_version = 1 FROM placed WHERE api_key_id = %s AND idempotency_key = %s "
-    "RETURNING placed.order_json"
+    "FROM orders HAVING NOT EXISTS (SELECT FROM idempotency_keys WHERE api_key_id = %s "
+    "AND idempotency_key = %s){catalogue} "  # replaced below
+    f"RETURNING id, {ORDER_JSON} AS order_json), "
+    "claimed AS (INSERT INTO idempotency_keys SELECT %s::bigint, %s::text, %s::text, id, "
+    "order_json, 1, %s::text "
+    "FROM placed RETURNING order_json) "
+    "SELECT NULL, order_json, 1 FROM claimed UNION ALL "
+    "SELECT fingerprint, order_json, order_version FROM idempotency_keys "
+    "WHERE api_key_id = %s AND idempotency_key = %s AND NOT EXISTS (SELECT FROM placed)"
 )
-# A key's first answer, for a replay (statements.IDEMPOTENCY_FIND).
-FIND_ANSWER = ("SELECT fingerprint, order_json, order_version FROM idempotency_keys "
-               "WHERE api_key_id = %s AND idempotency_key = %s")
+PLACE_ANY_PET = PLACE_ORDER.replace("{catalogue}", "")
+PLACE_CATALOGUE_PET = PLACE_ORDER.replace(
+    "{catalogue}", f" AND NOT ({PET_OUTSIDE_CATALOGUE.format(p='%s')})")
 # The transaction's own statements, and their share of a batch's locks.
 TAKE_IMPORT_LOCK = "SELECT pg_advisory_xact_lock(%s)"
 TAKE_REVISION = "SELECT FROM revision FOR UPDATE"
@@ -101,6 +99,17 @@ class Move:
     update: str
     params: tuple[Any, ...]
     order_id: int
+
+    def statement(self) -> tuple[str, tuple[Any, ...]]:
+        # Its conditional UPDATE, and when that changes nothing the order as it is (a
+        # snapshot no other writer's commit can outdate while the batch holds the revision);
+        # either way with the order's JSON, for an answer that gives the order.
+        return (f"WITH moved AS ({self.update} RETURNING status, complete, version, "
+                f"{ORDER_JSON} AS order_json) "
+                "SELECT true, status, complete, version, order_json FROM moved UNION ALL "
+                f"SELECT false, status, complete, version, {ORDER_JSON} FROM orders "
+                "WHERE id = %s AND NOT EXISTS (SELECT FROM moved)",
+                (*self.params, self.order_id))
 
     def outcome(self, row: tuple[Any, ...] | None) -> Transition:
         if row is None:
@@ -120,27 +129,26 @@ class Place:
     now: str
     catalogue_pets_only: bool
 
-    def claim(self) -> tuple[str, tuple[Any, ...]]:
-        params = (self.api_key_id, self.idempotency_key, self.fingerprint, self.now)
+    def statement(self) -> tuple[str, tuple[Any, ...]]:
+        new, key = self.new, (self.api_key_id, self.idempotency_key)
+        placing = (new["petId"], new["quantity"], new.get("shipDate"), *key)
+        claim = (*key, self.fingerprint, self.now)
         if self.catalogue_pets_only:
-            return CLAIM_IN_CATALOGUE, (*params, self.new["petId"])
-        return CLAIM, params
+            return PLACE_CATALOGUE_PET, (*placing, new["petId"], *claim, *key)
+        return PLACE_ANY_PET, (*placing, *claim, *key)
 
-    def outcome(self, row: tuple[Any, ...] | None, claimed: bool
-                ) -> Placed | tuple[Any, ...] | Exception:
-        """The order placed; or the key's first answer (a row of FIND_ANSWER, for
-        statements.replayed); or, when no key was claimed or found, the exception its
-        caller raises (never raised here: the batch has committed)."""
-        if claimed:
-            assert row is not None  # the claim's own row
-            return Placed(orjson.loads(row[0]), 1, replayed=False)
+    def outcome(self, row: tuple[Any, ...] | None) -> Placed | tuple[Any, ...] | Exception:
+        """The order placed; or the key's first answer (fingerprint, order JSON, version:
+        for statements.replayed); or, when neither, the exception its caller raises (never
+        raised here: the batch has committed)."""
+        if row is not None and row[0] is None:
+            return Placed(orjson.loads(row[1]), 1, replayed=False)
         if row is not None:
             return row
-        if self.catalogue_pets_only:  # the claim inserted nothing and no key is there
+        if self.catalogue_pets_only:
             return PetNotInCatalogue(self.new["petId"])
-        # The key was there when claimed, and gone when its answer was read: purged since.
-        return StoreUnavailable("The idempotency key's first answer was forgotten while "
-                                "this request was placed; try again.")
+        return StoreUnavailable("The order was neither placed nor found under its "
+                                "idempotency key; try again.")
 
 
 Outcome = Transition | Placed | tuple[Any, ...] | Exception
@@ -184,24 +192,13 @@ def _transaction(conn: Connection, writes: Sequence[Move | Place],
         sent.append((write, cursor))
         return cursor
 
-    places = [(i, write) for i, write in enumerate(writes) if isinstance(write, Place)]
-    # Keys are claimed in one order on every host: two batches that claim the same two keys
-    # wait for one another in turn, never in a circle. (The sort is stable: of one key
-    # twice in a batch, the first to arrive claims it.)
-    places.sort(key=lambda place: (place[1].api_key_id, place[1].idempotency_key))
-    claimed: set[int] = set()
     try:
-        with conn.pipeline() as pipeline:
+        with conn.pipeline():
             send(None, "BEGIN")
-            if places:
-                claims = [(i, send(i, *place.claim())) for i, place in places]
-                pipeline.sync()
-                claimed = {i for i, claim in claims if claim.fetchone() is not None}
-                if claimed:
-                    send(None, TAKE_IMPORT_LOCK, (IMPORT_LOCK,))
+            if any(isinstance(write, Place) for write in writes):
+                send(None, TAKE_IMPORT_LOCK, (IMPORT_LOCK,))
             send(None, TAKE_REVISION)
-            answers = [send(i, *_statement(write, i in claimed))
-                       for i, write in enumerate(writes)]
+            answers = [send(i, *write.statement()) for i, write in enumerate(writes)]
             send(None, "COMMIT")
     except BaseException as exc:
         if conn.broken:
@@ -213,28 +210,5 @@ def _transaction(conn: Connection, writes: Sequence[Move | Place],
         if culprit is None or not isinstance(exc, psycopg.Error) or isinstance(exc, unavailable):
             raise
         raise _WriteFailed(culprit, exc) from None
-    outcomes: list[Outcome] = []
-    for i, (write, answer) in enumerate(zip(writes, answers, strict=True)):
-        row = answer.fetchone()
-        outcomes.append(write.outcome(row) if isinstance(write, Move)
-                        else write.outcome(row, i in claimed))
-    return outcomes
-
-
-def _statement(write: Move | Place, claimed: bool) -> tuple[str, tuple[Any, ...]]:
-    """The write's statement in the batch's second round trip."""
-    if isinstance(write, Move):
-        # Its conditional UPDATE, and when that changes nothing the order as it is (a
-        # snapshot no other writer's commit can outdate while the batch holds the revision);
-        # either way with the order's JSON, for an answer that gives the order.
-        return (f"WITH moved AS ({write.update} RETURNING status, complete, version, "
-                f"{ORDER_JSON} AS order_json) "
-                "SELECT true, status, complete, version, order_json FROM moved UNION ALL "
-                f"SELECT false, status, complete, version, {ORDER_JSON} FROM orders "
-                "WHERE id = %s AND NOT EXISTS (SELECT FROM moved)",
-                (*write.params, write.order_id))
-    if claimed:
-        new = write.new
-        return PLACE_ORDER, (new["petId"], new["quantity"], new.get("shipDate"),
-                             write.api_key_id, write.idempotency_key)
-    return FIND_ANSWER, (write.api_key_id, write.idempotency_key)
+    return [write.outcome(answer.fetchone()) for write, answer in zip(writes, answers,
+                                                                       strict=True)]

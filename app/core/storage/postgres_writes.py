@@ -23,7 +23,10 @@ placing under a key, can commit while the batch runs: each statement's snapshot 
 orders and the keys as they are, and a placing never waits for a key (the same key on
 another host waits for the revision, then replays). Every writer takes the imports' lock
 before the revision, and the revision before any order or key, so batches of several
-hosts do not deadlock one another.
+hosts do not deadlock one another. (While hosts are upgraded one by one, one still on a
+release before this claims a key before the revision: the same key placed at that moment
+on both hosts is a deadlock, which PostgreSQL breaks by failing one side: a 503 for its
+whole batch.)
 
 There are no savepoints: a statement that fails aborts the rest of its pipeline anyway. A
 write whose own statement fails (a database error that is not the store's unavailability)

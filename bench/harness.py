@@ -254,20 +254,23 @@ def store_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--postgres", default=os.environ.get(
         "PETSTORE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
         help="a PostgreSQL where the benchmark may create its databases ('' to skip it)")
+    parser.add_argument("--no-sqlite", dest="sqlite", action="store_false",
+                        help="PostgreSQL only: skip the SQLite rounds (half the time)")
 
 
 def on_both_stores(run: Callable[[str, str, str, argparse.Namespace, Path], Found],
                    args: argparse.Namespace, benchmark: str) -> Found:
-    """run(store, big database, small database, args, folder) over SQLite files, then over
-    two PostgreSQL databases of the benchmark's own (skipped, saying so, where none
-    answers); their rows and lines together."""
+    """run(store, big database, small database, args, folder) over SQLite files (unless
+    --no-sqlite), then over two PostgreSQL databases of the benchmark's own (skipped,
+    saying so, where none answers); their rows and lines together."""
     rows: list[tuple[str, Load, str]] = []
     lines: list[str] = []
     with tempfile.TemporaryDirectory(prefix="petstore-bench-") as folder:
-        found = run("SQLite", str(Path(folder) / "big.db"), str(Path(folder) / "small.db"),
-                    args, Path(folder))
-        rows += found[0]
-        lines += found[1]
+        if args.sqlite:
+            found = run("SQLite", str(Path(folder) / "big.db"), str(Path(folder) / "small.db"),
+                        args, Path(folder))
+            rows += found[0]
+            lines += found[1]
         if args.postgres:
             with scratch_postgres(args.postgres, benchmark) as big, \
                     scratch_postgres(args.postgres, benchmark) as small:

@@ -22,7 +22,7 @@ worktree, over a database of its own filled alike), and each row of today's serv
 says its throughput as a ratio of REV's, and the read is measured on both.
 
     python -m bench.writes [--runs 3] [--seconds 3] [--orders 300000] [--postgres URL]
-                           [--against REV]
+                           [--no-sqlite] [--against REV]
 """
 
 from __future__ import annotations

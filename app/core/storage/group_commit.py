@@ -1,22 +1,25 @@
-"""Group commit for the SQLite store (issue 34): the writes that wait for the database's
-write lock together share one transaction and one commit.
+"""Group commit (issue 34): the writes that a worker's threads make at the same moment share
+one transaction and one commit.
 
-A durable commit (WAL, synchronous=FULL) is a write of the pages the transaction changed
-and an fsync; the triggers of every change (the revision, the order's version and
-position) and the list indexes change the same few pages write after write. Committed one
-by one under load, a write cost about 120 us of CPU in SQLite and the kernel; four
-committed together about 40 each, eight about 27 (measured on this machine).
+A durable commit waits for a flush to disk. On SQLite (WAL, synchronous=FULL) it writes the
+pages the transaction changed, and the triggers of every change (the revision, the order's
+version and position) and the list indexes change the same few pages write after write:
+committed one by one under load, a write cost about 120 us of CPU in SQLite and the kernel;
+four committed together about 40 each, eight about 27 (measured on this machine). On
+PostgreSQL every change of an order holds the revision's row until its commit is flushed
+(D26), so writes committed one by one take turns, one flush each.
 
-How: a write is a function of the connection. The first thread to arrive becomes the
-leader: it takes every write waiting at that moment (its own first), runs each in a
-savepoint of its own inside one BEGIN IMMEDIATE transaction, and commits. A write that
-raises is rolled back to its savepoint, alone, and its caller gets the exception; the
-others commit. Every caller returns (or raises) only once the commit that holds its write
-has been made, so an answered write survives a crash as before. Writes that arrive while
-a batch is being committed wait for the next one, whose leader is the first of them. A
-failure of the transaction itself (the lock not had within the busy timeout, the commit
-failing) fails every write of the batch. The writes run in the order they arrived, in one
-transaction, so the feed's positions are given in commit order as before.
+How: the first thread to arrive becomes the leader: it takes every write waiting at that
+moment (its own first) and hands them to the store's commit, which runs them in one
+transaction and gives each its result or its error: a write refused, or failing on its
+own, fails alone, and the others commit. Every caller returns (or raises) only once the
+commit that holds its write has been made, so an answered write survives a crash as
+before. Writes that arrive while a batch is being committed wait for the next one, whose
+leader is the first of them. A failure of the transaction itself (the commit raising)
+fails every write of the batch. How a store runs a batch is its own: SQLite's in
+savepoints (Savepoints, below), PostgreSQL's in pipelines (postgres_writes.py). Either way
+the writes run in the order they arrived, in one transaction, so the feed's positions are
+given in commit order as before.
 """
 
 from __future__ import annotations
@@ -26,14 +29,17 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-T = TypeVar("T")
+W = TypeVar("W")
 C = TypeVar("C")
 
 
-class _Write(Generic[C]):
+class Write(Generic[W]):
+    """One write of a batch: what to do (work, as the store's commit understands it), and
+    what came of it, which the commit sets: result, or error when it failed."""
+
     __slots__ = ("done", "error", "lead", "result", "wake", "work")
 
-    def __init__(self, work: Callable[[C], Any]) -> None:
+    def __init__(self, work: W) -> None:
         self.work = work
         self.wake = threading.Event()  # set when done, or when made the next leader
         self.lead = False
@@ -42,29 +48,21 @@ class _Write(Generic[C]):
         self.error: BaseException | None = None
 
 
-class GroupCommit(Generic[C]):
-    """Runs writes (functions of a connection) in shared transactions, as above.
+class GroupCommit(Generic[W]):
+    """Runs writes in shared transactions, as above. commit(batch) runs a batch in one
+    transaction and sets each write's result or error; when it raises, every write of the
+    batch fails with that exception."""
 
-    connection() gives the calling thread's connection; execute(connection, sql) runs a
-    statement on it; writing is the store's lock of its writers, held for each batch
-    (taken within timeout seconds, else the batch fails with locked())."""
-
-    def __init__(self, connection: Callable[[], C], execute: Callable[[C, str], Any],
-                 writing: Any, timeout: float,
-                 locked: Callable[[], BaseException]) -> None:
-        self.connection = connection
-        self.execute = execute
-        self.writing = writing
-        self.timeout = timeout
-        self.locked = locked
+    def __init__(self, commit: Callable[[list[Write[W]]], None]) -> None:
+        self.commit = commit
         self._lock = threading.Lock()
-        self._waiting: list[_Write[C]] = []
+        self._waiting: list[Write[W]] = []
         self._leading = False
 
-    def run(self, work: Callable[[C], T]) -> T:
-        """work(connection) in a transaction, committed before this returns; its result, or
-        its exception."""
-        write: _Write[C] = _Write(work)
+    def run(self, work: W) -> Any:
+        """work in a transaction, committed before this returns; its result, or its
+        exception."""
+        write: Write[W] = Write(work)
         with self._lock:
             self._waiting.append(write)
             write.lead = not self._leading
@@ -78,14 +76,19 @@ class GroupCommit(Generic[C]):
                 write.wake.clear()
         if write.error is not None:
             raise write.error
-        result: T = write.result
-        return result
+        return write.result
 
     def _lead(self) -> None:
         with self._lock:
             batch, self._waiting = self._waiting, []
         try:
-            self._commit(batch)
+            self.commit(batch)
+        except BaseException as exc:  # the transaction failed: so did every write in it
+            for write in batch:
+                write.result = None
+                write.error = _copy(exc) if isinstance(exc, Exception) else exc
+            if not isinstance(exc, Exception):
+                raise
         finally:
             for write in batch:
                 write.done = True
@@ -99,11 +102,28 @@ class GroupCommit(Generic[C]):
             if following is not None:
                 following.wake.set()
 
-    def _commit(self, batch: list[_Write[C]]) -> None:
+
+class Savepoints(Generic[C]):
+    """A commit for GroupCommit whose writes are functions of a connection (SQLite's): each
+    runs in a savepoint of its own inside one BEGIN IMMEDIATE transaction; a write that
+    raises is rolled back to its savepoint, alone, and its caller gets the exception.
+
+    connection() gives the calling thread's connection; execute(connection, sql) runs a
+    statement on it; writing is the store's lock of its writers, held for each batch
+    (taken within timeout seconds, else the batch fails with locked())."""
+
+    def __init__(self, connection: Callable[[], C], execute: Callable[[C, str], Any],
+                 writing: Any, timeout: float,
+                 locked: Callable[[], BaseException]) -> None:
+        self.connection = connection
+        self.execute = execute
+        self.writing = writing
+        self.timeout = timeout
+        self.locked = locked
+
+    def __call__(self, batch: list[Write[Callable[[C], Any]]]) -> None:
         if not self.writing.acquire(timeout=self.timeout):
-            for write in batch:
-                write.error = self.locked()
-            return
+            raise self.locked()
         try:
             connection = self.connection()
             self.execute(connection, "BEGIN IMMEDIATE")
@@ -120,12 +140,6 @@ class GroupCommit(Generic[C]):
             except BaseException:
                 with contextlib.suppress(Exception):  # SQLite may have rolled back already
                     self.execute(connection, "ROLLBACK")
-                raise
-        except BaseException as exc:  # the transaction failed: so did every write in it
-            for write in batch:
-                write.result = None
-                write.error = _copy(exc) if isinstance(exc, Exception) else exc
-            if not isinstance(exc, Exception):
                 raise
         finally:
             self.writing.release()

@@ -1,5 +1,6 @@
-"""The PostgreSQL store, through psycopg 3 and its connection pool: the only module that
-imports psycopg.
+"""The PostgreSQL store, through psycopg 3 and its connection pool: with its writes of
+orders (postgres_writes.py) and backups (pg_dump.py), the only modules that import psycopg,
+and only when a PostgreSQL database is configured.
 
 For a shop that runs several copies of the service behind a proxy, all sharing one
 database. It keeps the SQLite store's schema, versions and rules
@@ -9,11 +10,14 @@ the orders, from whichever host. Backups are pg_dump's (pg_dump.py).
 
 Connections come from a pool per process (psycopg_pool), in autocommit mode: a request's
 single statement needs no BEGIN and COMMIT round trips; the few writes of several
-statements open a transaction of their own. Every connection commits synchronously (an
-acknowledged cancel survives a crash of the database's machine, as D15 asks of SQLite) and
-waits at most the busy timeout for a row lock. A database that cannot be reached, that
-drops its connections (a restart, a failover) or refuses to write (a standby) raises
-StoreUnavailable, the 503 of D15; the pool replaces broken connections by itself.
+statements open a transaction of their own; the moves and placing of orders that a
+worker's threads make at the same moment share one transaction and one commit
+(postgres_writes.py), each answered once that commit is made. Every connection commits
+synchronously (an acknowledged cancel survives a crash of the database's machine, as D15
+asks of SQLite) and waits at most the busy timeout for a row lock. A database that cannot
+be reached, that drops its connections (a restart, a failover) or refuses to write (a
+standby) raises StoreUnavailable, the 503 of D15; the pool replaces broken connections by
+itself.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
-import orjson
 import psycopg
 from psycopg import conninfo as pq_conninfo
 from psycopg import errors as pq_errors
@@ -34,18 +37,21 @@ from app.core.errors import (
     DuplicateKey,
     DuplicateOrder,
     DuplicatePet,
-    PetNotInCatalogue,
     StoreUnavailable,
 )
 from app.core.storage import pg_dump
+from app.core.storage.group_commit import GroupCommit, Write
 from app.core.storage.postgres_schema import MIGRATIONS, SCHEMA_VERSION
+from app.core.storage.postgres_writes import (
+    IMPORT_LOCK,
+    ORDER_JSON,
+    Move,
+    Place,
+    run_batch,
+)
 from app.core.storage.records import ApiKey, Changes, Placed, Transition
 from app.core.storage.statements import (
-    IDEMPOTENCY_FIND,
     KEY_COLUMNS,
-    NEW_ORDER_COLUMNS,
-    PET_OUTSIDE_CATALOGUE,
-    PLACED_KIND,
     SqlStore,
     key_values,
     replayed,
@@ -57,10 +63,9 @@ T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
-# Keys of the transaction-scoped advisory locks that serialise migrations, and imports
-# (which number orders and pets that come without an id: the largest id plus one).
+# The key of the transaction-scoped advisory lock that serialises migrations (imports take
+# postgres_writes.IMPORT_LOCK: they number orders and pets that come without an id).
 MIGRATION_LOCK = 0x70657473_0001
-IMPORT_LOCK = 0x70657473_0002
 KEY_LOCKS = 0x70657473  # the first number of a lock per API key
 POOL_WAIT_SECONDS = 2.0  # how long a request waits for a free connection before 503
 # ... and while the database is known to be down, so that an outage answers 503 at once
@@ -99,16 +104,6 @@ def _first_line(exc: Exception) -> str:
 
 
 
-# One order as list_orders gives it, as JSON text built by PostgreSQL: the same fields,
-# order and bytes as the SQLite store's ORDER_JSON (absent values left out, D1).
-ORDER_JSON = """
-    '{"id":' || id
-    || coalesce(',"petId":' || pet_id, '')
-    || coalesce(',"quantity":' || quantity, '')
-    || coalesce(',"shipDate":' || to_json(ship_date), '')
-    || CASE WHEN complete THEN ',"complete":true' ELSE ',"complete":false' END
-    || ',"status":' || to_json(status) || '}'
-"""
 # The revision and the whole list in one statement, so one snapshot.
 ORDERS_JSON = ("SELECT (SELECT value FROM revision), '[' || coalesce((SELECT "
                f"string_agg({ORDER_JSON}, ',' ORDER BY id) FROM orders), '') || ']'")
@@ -137,18 +132,6 @@ INSERT_INCOMING_UPSERT = (
     "ON CONFLICT (id) DO UPDATE SET pet_id = excluded.pet_id, quantity = excluded.quantity, "
     "ship_date = excluded.ship_date, complete = excluded.complete, status = excluded.status, "
     "cancelled_at = NULL, cancelled_by = NULL"
-)
-# A new order and its idempotency key's first answer, in one statement run under the
-# imports' lock: its id as SQLite gives ids (the largest plus one), its JSON as the list
-# gives it.
-PLACE_ORDER = (
-    f"WITH placed AS (INSERT INTO orders (id, {NEW_ORDER_COLUMNS}, last_change) "
-    f"SELECT coalesce(max(id), 0) + 1, %s::bigint, %s::bigint, %s::text, {PLACED_KIND} "
-    "FROM orders "
-    f"RETURNING id, {ORDER_JSON} AS order_json) "
-    "UPDATE idempotency_keys SET order_id = placed.id, order_json = placed.order_json, "
-    "order_version = 1 FROM placed WHERE api_key_id = %s AND idempotency_key = %s "
-    "RETURNING placed.order_json"
 )
 # A pet without an id gets the largest id plus one, as SQLite numbers rows.
 NEXT_PET_ID = "coalesce(%s, (SELECT coalesce(max(id), 0) + 1 FROM pets))"
@@ -193,6 +176,8 @@ class PostgresStore(SqlStore, WebhookStatements):
         )
         # Without waiting: a database that is down now makes requests 503, not the start.
         self.pool.open(wait=False)
+        # The moves and placing of orders share their commits (postgres_writes.py).
+        self._grouped: GroupCommit[Move | Place] = GroupCommit(self._commit)
 
     # connections ---------------------------------------------------------------------
 
@@ -378,24 +363,12 @@ class PostgresStore(SqlStore, WebhookStatements):
 
     @_translate_errors
     def _transition(self, update: str, params: tuple[Any, ...], order_id: int) -> Transition:
-        """Run a conditional UPDATE of one order: one statement, atomic on its own. Of
-        concurrent calls, the first takes the row's lock; the others wait, then find the
-        order no longer in the state they move it from and change nothing. When it changes
-        nothing, a second statement reads the order (now committed) to say why. Repeating
-        it after a broken connection is safe: an order that has moved on stays there."""
-
-        def work(conn: psycopg.Connection[tuple[Any, ...]]) -> Transition:
-            row = conn.execute(update + " RETURNING status, complete, version",
-                               params).fetchone()
-            if row is not None:
-                return Transition(str(row[0]), True, bool(row[1]), int(row[2]))
-            row = conn.execute("SELECT status, complete, version FROM orders WHERE id = %s",
-                               (order_id,)).fetchone()
-            if row is None:
-                return Transition(None, changed=False)
-            return Transition(str(row[0]), False, bool(row[1]), int(row[2]))
-
-        return self._call(work)
+        """Run a conditional UPDATE of one order, atomic on its own. Of concurrent calls, the
+        first changes the order; the others find it no longer in the state they move it
+        from and change nothing, and read it as it is then. The transaction may hold other
+        writes of this process (postgres_writes.py)."""
+        result: Transition = self._grouped.run(Move(update, params, order_id))
+        return result
 
     @_translate_errors
     def place_order(self, new: dict[str, Any], api_key_id: int, idempotency_key: str,
@@ -404,52 +377,25 @@ class PostgresStore(SqlStore, WebhookStatements):
         in one transaction; or, when the key placed one before, replay that first answer
         (IdempotencyKeyReused when the key came with another request). With
         catalogue_pets_only, a new order for a pet a non-empty catalogue does not hold is
-        PetNotInCatalogue, and the transaction, the key's claim with it, is rolled back.
-        The key's row is claimed first: a concurrent call with the same key, on any host,
-        waits on the unique index until this transaction ends, then replays what it
-        committed."""
-
-        def work(conn: psycopg.Connection[tuple[Any, ...]]) -> Placed | tuple[Any, ...]:
-            # Two round trips, and none while the imports' lock and the revision's row are
-            # held: every placing waits on those, so a client round trip under them (a
-            # thread waiting for the GIL between statements) would be every placing's wait
-            # (issue 34). The autocommit connection's transaction is BEGIN ... COMMIT sent
-            # by hand, so that the COMMIT can travel in the same pipeline as the INSERT.
-            try:
-                with conn.pipeline():
-                    conn.execute("BEGIN")
-                    claim = conn.execute(
-                        "INSERT INTO idempotency_keys VALUES (%s, %s, %s, 0, '', 0, %s) "
-                        "ON CONFLICT DO NOTHING RETURNING 1",
-                        (api_key_id, idempotency_key, fingerprint, now))
-                    # The pet rule (issue 36) in the same round trip as the claim.
-                    outside = conn.execute(PET_OUTSIDE_CATALOGUE.format(p="%s"),
-                                           (new["petId"],)) if catalogue_pets_only else None
-                if claim.fetchone() is None:
-                    row = conn.execute(IDEMPOTENCY_FIND.format(p="%s"),
-                                       (api_key_id, idempotency_key)).fetchone()
-                    conn.execute("COMMIT")
-                    assert row is not None  # the claim that won has committed
-                    return row
-                refused = outside.fetchone() if outside is not None else None
-                if refused and refused[0]:
-                    raise PetNotInCatalogue(new["petId"])  # rolled back below, claim and all
-                with conn.pipeline():
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (IMPORT_LOCK,))
-                    placed = conn.execute(PLACE_ORDER, (
-                        new["petId"], new["quantity"], new.get("shipDate"), api_key_id,
-                        idempotency_key))
-                    conn.execute("COMMIT")
-                found = placed.fetchone()
-            except BaseException:
-                if not conn.broken:
-                    conn.execute("ROLLBACK")
-                raise
-            assert found is not None
-            return Placed(orjson.loads(found[0]), 1, replayed=False)
-
-        result = self._call(work)
+        PetNotInCatalogue, and the key is not kept. Placing holds the revision's row: a
+        concurrent call with the same key, on any host, waits for it until this
+        transaction ends, then replays what it committed; the same key twice in one
+        transaction (postgres_writes.py) places once and replays once."""
+        result = self._grouped.run(Place(new, api_key_id, idempotency_key, fingerprint, now,
+                                         catalogue_pets_only))
         return result if isinstance(result, Placed) else replayed(result, fingerprint)
+
+    def _commit(self, batch: list[Write[Move | Place]]) -> None:
+        """GroupCommit's commit: the batch in one transaction (postgres_writes.py), repeated
+        once on a fresh connection when the one it had was found broken: a move repeated
+        finds its order moved on, a placing repeated finds its key and replays."""
+        outcomes = self._call(functools.partial(
+            run_batch, writes=[write.work for write in batch], unavailable=UNAVAILABLE))
+        for write, outcome in zip(batch, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                write.error = outcome
+            else:
+                write.result = outcome
 
     @_translate_errors
     def _delete(self, sql: str, params: tuple[Any, ...]) -> int:

@@ -73,12 +73,15 @@ KEY_FIELDS = tuple(field.name for field in dataclasses.fields(ApiKey))
 class Transition:
     """The outcome of a conditional write: the order's status afterwards (None when there
     is no such order), whether this very call made the change, and the order's complete
-    flag and version afterwards (D25)."""
+    flag and version afterwards (D25); and the whole order afterwards, as get_order gives
+    it, when the store read it with the write (None: read it again), so that an answer
+    with the order needs no second read (issue 34)."""
 
     status: str | None
     changed: bool
     complete: bool = False
     version: int | None = None
+    order: dict[str, Any] | None = dataclasses.field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

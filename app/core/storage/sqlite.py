@@ -26,7 +26,7 @@ from app.core.errors import (
     PetNotInCatalogue,
     StoreUnavailable,
 )
-from app.core.storage.group_commit import GroupCommit
+from app.core.storage.group_commit import GroupCommit, Savepoints
 from app.core.storage.records import ApiKey, Changes, Placed, Transition
 from app.core.storage.statements import (
     FEED_ERAS,
@@ -230,10 +230,10 @@ class SQLiteStore(SqlStore, WebhookStatements):
         self._local = threading.local()
         self._writing = threading.RLock()
         # The moves and placing of orders share their commits (group_commit.py).
-        self._grouped: GroupCommit[sqlite_utils.Database] = GroupCommit(
-            lambda: self.db, lambda db, sql: db.conn.execute(sql), self._writing,
-            busy_timeout_ms / 1000,
-            lambda: sqlite3.OperationalError("database is locked (by this process's writers)"))
+        self._grouped: GroupCommit[Callable[[sqlite_utils.Database], Any]] = GroupCommit(
+            Savepoints(lambda: self.db, lambda db, sql: db.conn.execute(sql), self._writing,
+                       busy_timeout_ms / 1000, lambda: sqlite3.OperationalError(
+                           "database is locked (by this process's writers)")))
 
     # connections ---------------------------------------------------------------------
 
@@ -406,13 +406,14 @@ class SQLiteStore(SqlStore, WebhookStatements):
     def _transition(self, update: str, params: tuple[Any, ...], order_id: int) -> Transition:
         def move(db: sqlite_utils.Database) -> tuple[bool, Any]:
             changed = db.execute(update, params).rowcount == 1
-            return changed, db.execute("SELECT status, complete, version FROM orders "
-                                       "WHERE id = ?", (order_id,)).fetchone()
+            return changed, db.execute(f"SELECT status, complete, version, {ORDER_JSON} "
+                                       "FROM orders WHERE id = ?", (order_id,)).fetchone()
 
         changed, row = self._grouped.run(move)
         if row is None:
             return Transition(None, changed=False)
-        return Transition(str(row[0]), changed, bool(row[1]), int(row[2]))
+        return Transition(str(row[0]), changed, bool(row[1]), int(row[2]),
+                          orjson.loads(row[3]))
 
     @_translate_errors
     def place_order(self, new: dict[str, Any], api_key_id: int, idempotency_key: str,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from app.core.storage.group_commit import GroupCommit
+from app.core.storage.group_commit import GroupCommit, Savepoints
 
 
 class Database:
@@ -46,8 +46,9 @@ def database(tmp_path: Path) -> Iterator[Database]:
 
 
 def group_over(database: Database, writing: Any = None) -> GroupCommit[Any]:
-    return GroupCommit(lambda: database.conn, database.execute, writing or threading.RLock(),
-                       timeout=5.0, locked=lambda: sqlite3.OperationalError("locked"))
+    return GroupCommit(Savepoints(lambda: database.conn, database.execute,
+                                  writing or threading.RLock(), timeout=5.0,
+                                  locked=lambda: sqlite3.OperationalError("locked")))
 
 
 def insert(value: str) -> Callable[[sqlite3.Connection], int]:
@@ -126,8 +127,8 @@ def test_a_failed_commit_fails_every_write_of_its_batch(database: Database) -> N
 
 def test_a_write_lock_not_had_in_time_fails_the_batch_as_locked(database: Database) -> None:
     writing = threading.Lock()
-    group = GroupCommit(lambda: database.conn, database.execute, writing, timeout=0.01,
-                        locked=lambda: sqlite3.OperationalError("locked"))
+    group = GroupCommit(Savepoints(lambda: database.conn, database.execute, writing,
+                                   timeout=0.01, locked=lambda: sqlite3.OperationalError("locked")))
     with writing, pytest.raises(sqlite3.OperationalError, match="locked"):
         group.run(insert("late"))
     assert database.values() == []

@@ -143,3 +143,13 @@ def test_imports_and_placing_without_the_rule_are_not_held_to_the_catalogue(
     store.import_pets([{"id": 7, "name": "Rex"}])
     store.import_orders([{"id": 1, "petId": 12345}])
     assert store.place_order({"petId": 8, "quantity": 1}, 1, "k", "fp", NOW).order["id"] == 2
+
+
+def test_a_move_gives_the_order_as_it_left_it_as_get_order_would(store: Store) -> None:
+    store.import_orders([{"id": 1, "petId": 3, "quantity": 2}, {"id": 2, "status": "cancelled"}])
+    shipped = store.ship_order(1, NOW)
+    assert shipped.changed and shipped.order == store.get_order(1)
+    assert shipped.order is not None and shipped.order["shipDate"] == NOW
+    refused = store.ship_order(2, NOW)
+    assert not refused.changed and refused.order == store.get_order(2)
+    assert store.complete_order(1).order == {**store.get_order(1), "complete": True}

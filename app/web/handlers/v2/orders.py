@@ -12,6 +12,7 @@ import flask
 import orjson
 
 from app.core import orders, paging
+from app.core.storage.records import Transition
 from app.web.conditional import if_match_versions, order_etag, tagged_json
 from app.web.direct import NO_CONTENT, Answer, Call, direct, json_answer
 from app.web.handlers import services
@@ -73,17 +74,17 @@ def ship_order(call: Call) -> Answer:
     order_id = call.order_id()
     body = _request_json(call)
     when = body.get("shipDate") if isinstance(body, dict) else None
-    orders.ship(call.services.store, order_id, orders.body_time(when) if when else None,
-                _if_match(call, order_id))
-    return _current(call, order_id)
+    moved = orders.ship(call.services.store, order_id,
+                        orders.body_time(when) if when else None, _if_match(call, order_id))
+    return _current(call, order_id, moved)
 
 
 @direct
 def complete_order(call: Call) -> Answer:
     """POST /store/orders/{orderId}/complete: shipped becomes complete (D24)."""
     order_id = call.order_id()
-    orders.complete(call.services.store, order_id, _if_match(call, order_id))
-    return _current(call, order_id)
+    moved = orders.complete(call.services.store, order_id, _if_match(call, order_id))
+    return _current(call, order_id, moved)
 
 
 def _request_json(call: Call) -> Any:
@@ -104,7 +105,11 @@ def _if_match(call: Call, order_id: int) -> int | None:
     return current if current in versions else -1
 
 
-def _current(call: Call, order_id: int) -> Answer:
-    """200 with the order as it is now and its ETag."""
-    order, version = orders.get_versioned(call.services.store, order_id)
+def _current(call: Call, order_id: int, moved: Transition) -> Answer:
+    """200 with the order as the move left it (read again when the store did not give it)
+    and its ETag."""
+    if moved.order is not None and moved.version is not None:
+        order, version = moved.order, moved.version
+    else:
+        order, version = orders.get_versioned(call.services.store, order_id)
     return json_answer(200, orjson.dumps(order), [("ETag", order_etag(version))])

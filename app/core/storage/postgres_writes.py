@@ -1,0 +1,217 @@
+"""The PostgreSQL store's writes of orders, grouped (issue 34): the moves (cancel, ship,
+complete) and the placing of orders that arrive together on a worker share one transaction
+and one commit (group_commit.py), sent in pipelines (psycopg's pipeline mode).
+
+Why: every change of an order holds the revision's row until its transaction ends, so that
+the feed's positions follow commit order (D26). Committed one by one, writes took turns on
+that row, one flush of the WAL each, and a worker's writes stayed below a hand-written
+endpoint's over a plain table, whose commits PostgreSQL flushes together.
+
+A batch is one transaction in one round trip: BEGIN, the imports' lock (when it places an
+order: imports and placing number orders alike), the revision's row, then every write in
+the order it arrived, each one statement, then COMMIT, all sent at once. The revision's
+row is held from its statement to the end of the commit, and no client round trip happens
+while it is held. A move is its conditional UPDATE, which also reads the order when it
+changes nothing; a placing inserts the order and its idempotency key's row unless the key
+is there (committed, or placed earlier in this very batch: the same key twice places once
+and replays once) or the shop's catalogue refuses the pet, and otherwise reads the key's
+first answer for a replay.
+
+The transaction takes one position for every order it changes; positions stay in commit
+order. With the revision's row taken first, no other writer's change to an order, nor its
+placing under a key, can commit while the batch runs: each statement's snapshot shows the
+orders and the keys as they are, and a placing never waits for a key (the same key on
+another host waits for the revision, then replays). Every writer takes the imports' lock
+before the revision, and the revision before any order or key, so batches of several
+hosts do not deadlock one another. (While hosts are upgraded one by one, one still on a
+release before this claims a key before the revision: the same key placed at that moment
+on both hosts is a deadlock, which PostgreSQL breaks by failing one side: a 503 for its
+whole batch.)
+
+There are no savepoints: a statement that fails aborts the rest of its pipeline anyway. A
+write whose own statement fails (a database error that is not the store's unavailability)
+is answered with that error, the transaction is rolled back, and the others run again in a
+new one without it; nothing of the first was kept, so running them again is running them.
+A refused placing (PetNotInCatalogue) fails no statement: it simply inserts nothing.
+Any other failure (a lock not had in the busy timeout, a read-only standby, the commit) is
+the transaction's, and raises: GroupCommit fails every write of the batch with it. The
+store repeats a batch whose connection was found broken once, on a fresh one (PostgresStore
+._call): a move repeated finds its order moved on and changes nothing, a placing repeated
+finds its key and replays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import psycopg
+
+from app.core.errors import PetNotInCatalogue, StoreUnavailable
+from app.core.storage.records import Placed, Transition
+from app.core.storage.statements import NEW_ORDER_COLUMNS, PET_OUTSIDE_CATALOGUE, PLACED_KIND
+
+# The key of the transaction-scoped advisory lock on which imports and placing take turns:
+# both number the orders that come without an id (the largest id plus one).
+IMPORT_LOCK = 0x70657473_0002
+# One order as list_orders gives it, as JSON text built by PostgreSQL: the same fields,
+# order and bytes as the SQLite store's ORDER_JSON (absent values left out, D1).
+ORDER_JSON = """
+    '{"id":' || id
+    || coalesce(',"petId":' || pet_id, '')
+    || coalesce(',"quantity":' || quantity, '')
+    || coalesce(',"shipDate":' || to_json(ship_date), '')
+    || CASE WHEN complete THEN ',"complete":true' ELSE ',"complete":false' END
+    || ',"status":' || to_json(status) || '}'
+"""
+# A new order and its idempotency key's row (the first answer: the order as the list
+# gives it, at version 1), unless the key is there or the catalogue (issue 36) refuses the
+# pet; its id as SQLite gives ids (the largest plus one, under the imports' lock). Then
+# either that answer with no fingerprint (placed), or the key's first answer (a replay), or
+# no row (refused).
+PLACE_ORDER = (
+    f"WITH placed AS (INSERT INTO orders (id, {NEW_ORDER_COLUMNS}, last_change) "
+    f"SELECT coalesce(max(id), 0) + 1, %s::bigint, %s::bigint, %s::text, {PLACED_KIND} "
+    "FROM orders HAVING NOT EXISTS (SELECT FROM idempotency_keys WHERE api_key_id = %s "
+    "AND idempotency_key = %s){catalogue} "  # replaced below
+    f"RETURNING id, {ORDER_JSON} AS order_json), "
+    "claimed AS (INSERT INTO idempotency_keys SELECT %s::bigint, %s::text, %s::text, id, "
+    "order_json, 1, %s::text "
+    "FROM placed RETURNING order_json) "
+    "SELECT NULL, order_json, 1 FROM claimed UNION ALL "
+    "SELECT fingerprint, order_json, order_version FROM idempotency_keys "
+    "WHERE api_key_id = %s AND idempotency_key = %s AND NOT EXISTS (SELECT FROM placed)"
+)
+PLACE_ANY_PET = PLACE_ORDER.replace("{catalogue}", "")
+PLACE_CATALOGUE_PET = PLACE_ORDER.replace(
+    "{catalogue}", f" AND NOT ({PET_OUTSIDE_CATALOGUE.format(p='%s')})")
+# The transaction's own statements, and their share of a batch's locks.
+TAKE_IMPORT_LOCK = "SELECT pg_advisory_xact_lock(%s)"
+TAKE_REVISION = "SELECT FROM revision FOR UPDATE"
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+Cursor = psycopg.Cursor[tuple[Any, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """A conditional UPDATE of one order (statements.SqlStore._move), and the order's id."""
+
+    update: str
+    params: tuple[Any, ...]
+    order_id: int
+
+    def statement(self) -> tuple[str, tuple[Any, ...]]:
+        # Its conditional UPDATE, and when that changes nothing the order as it is (a
+        # snapshot no other writer's commit can outdate while the batch holds the revision);
+        # either way with the order's JSON, for an answer that gives the order.
+        return (f"WITH moved AS ({self.update} RETURNING status, complete, version, "
+                f"{ORDER_JSON} AS order_json) "
+                "SELECT true, status, complete, version, order_json FROM moved UNION ALL "
+                f"SELECT false, status, complete, version, {ORDER_JSON} FROM orders "
+                "WHERE id = %s AND NOT EXISTS (SELECT FROM moved)",
+                (*self.params, self.order_id))
+
+    def outcome(self, row: tuple[Any, ...] | None) -> Transition:
+        if row is None:
+            return Transition(None, changed=False)
+        return Transition(str(row[1]), bool(row[0]), bool(row[2]), int(row[3]),
+                          orjson.loads(row[4]))
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """An order to place under an idempotency key (PostgresStore.place_order)."""
+
+    new: dict[str, Any]
+    api_key_id: int
+    idempotency_key: str
+    fingerprint: str
+    now: str
+    catalogue_pets_only: bool
+
+    def statement(self) -> tuple[str, tuple[Any, ...]]:
+        new, key = self.new, (self.api_key_id, self.idempotency_key)
+        placing = (new["petId"], new["quantity"], new.get("shipDate"), *key)
+        claim = (*key, self.fingerprint, self.now)
+        if self.catalogue_pets_only:
+            return PLACE_CATALOGUE_PET, (*placing, new["petId"], *claim, *key)
+        return PLACE_ANY_PET, (*placing, *claim, *key)
+
+    def outcome(self, row: tuple[Any, ...] | None) -> Placed | tuple[Any, ...] | Exception:
+        """The order placed; or the key's first answer (fingerprint, order JSON, version:
+        for statements.replayed); or, when neither, the exception its caller raises (never
+        raised here: the batch has committed)."""
+        if row is not None and row[0] is None:
+            return Placed(orjson.loads(row[1]), 1, replayed=False)
+        if row is not None:
+            return row
+        if self.catalogue_pets_only:
+            return PetNotInCatalogue(self.new["petId"])
+        return StoreUnavailable("The order was neither placed nor found under its "
+                                "idempotency key; try again.")
+
+
+Outcome = Transition | Placed | tuple[Any, ...] | Exception
+
+
+class _WriteFailed(Exception):
+    """The write at index failed on its own statement, with error; its transaction has
+    been rolled back."""
+
+    def __init__(self, index: int, error: Exception) -> None:
+        super().__init__(index, error)
+        self.index = index
+        self.error = error
+
+
+def run_batch(conn: Connection, writes: Sequence[Move | Place],
+              unavailable: tuple[type[Exception], ...]) -> list[Outcome]:
+    """Each write's outcome (a Transition, a Placed, a key's first answer, or the
+    exception its caller raises), once the transaction that holds them has committed on
+    conn; raises when that transaction fails as a whole. An error of a class in
+    unavailable is the store's, never one write's (the module's docstring)."""
+    failed: dict[int, Exception] = {}
+    while True:
+        running = [i for i in range(len(writes)) if i not in failed]
+        try:
+            outcomes = iter(_transaction(conn, [writes[i] for i in running], unavailable))
+        except _WriteFailed as failure:
+            failed[running[failure.index]] = failure.error
+            continue
+        return [failed[i] if i in failed else next(outcomes) for i in range(len(writes))]
+
+
+def _transaction(conn: Connection, writes: Sequence[Move | Place],
+                 unavailable: tuple[type[Exception], ...]) -> list[Outcome]:
+    if not writes:
+        return []
+    sent: list[tuple[int | None, Cursor]] = []  # each statement and its write (None: ours)
+
+    def send(write: int | None, sql: str, params: tuple[Any, ...] = ()) -> Cursor:
+        cursor = conn.execute(sql, params)
+        sent.append((write, cursor))
+        return cursor
+
+    try:
+        with conn.pipeline():
+            send(None, "BEGIN")
+            if any(isinstance(write, Place) for write in writes):
+                send(None, TAKE_IMPORT_LOCK, (IMPORT_LOCK,))
+            send(None, TAKE_REVISION)
+            answers = [send(i, *write.statement()) for i, write in enumerate(writes)]
+            send(None, "COMMIT")
+    except BaseException as exc:
+        if conn.broken:
+            raise
+        conn.execute("ROLLBACK")
+        # The statement that failed is the first without a result; those after it were
+        # not run (the pipeline was aborted).
+        culprit = next((write for write, cursor in sent if cursor.pgresult is None), None)
+        if culprit is None or not isinstance(exc, psycopg.Error) or isinstance(exc, unavailable):
+            raise
+        raise _WriteFailed(culprit, exc) from None
+    return [write.outcome(answer.fetchone()) for write, answer in zip(writes, answers,
+                                                                       strict=True)]

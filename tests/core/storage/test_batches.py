@@ -1,0 +1,302 @@
+"""Writes that arrive together on a worker share one transaction, on every store
+(group_commit.py; on PostgreSQL postgres_writes.py): what each caller sees when one write of
+the batch is refused or fails, when one idempotency key comes twice, and on PostgreSQL when
+the batch's connection breaks under it.
+
+To make writes arrive together, another connection holds what every writer waits for
+(SQLite's write lock, PostgreSQL's revision row) while a first write, the pilot, waits for
+it; the writes called meanwhile wait for the pilot's batch to end, and then run as one."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from app.core.config import Settings
+from app.core.errors import IdempotencyKeyReused, PetNotInCatalogue, StoreUnavailable
+from app.core.storage import Store, open_store
+from app.core.storage.records import Placed, Transition
+from tests.core.storage.conftest import Place
+from tests.support import TcpProxy
+
+NOW = "2026-11-24T10:00:00Z"
+NEW = {"petId": 7, "quantity": 2, "shipDate": "2026-12-01T10:00:00Z"}
+PILOT = 100  # the order the pilot cancels
+PATIENT_MS = 20_000  # the store's busy timeout: longer than any test holds a lock
+
+
+@pytest.fixture
+def patient(place: Place) -> Iterator[Store]:
+    """A store over the place's database that waits for locks longer than a test holds
+    them, with orders 1 to 3 and the pilot's, and a catalogue of pet 7."""
+    store = open_store(Settings(database=place.database, busy_timeout_ms=PATIENT_MS))
+    store.import_orders([{"id": 1}, {"id": 2}, {"id": 3}, {"id": PILOT}])
+    store.import_pets([{"id": 7, "name": "Rex"}])
+    yield store
+    store.dispose()
+
+
+@contextmanager
+def writers_held(database: str, kind: str) -> Iterator[None]:
+    """Another connection holds what every writer of the store waits for, until the block
+    ends: SQLite's write lock, or PostgreSQL's revision row."""
+    if kind == "sqlite":
+        import sqlite3
+
+        blocker = sqlite3.connect(database, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        return
+    import psycopg
+
+    with psycopg.connect(database, application_name="blocker") as conn:
+        conn.execute("SELECT FROM revision FOR UPDATE")
+        yield
+        conn.rollback()
+
+
+def until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"never came to pass: {what}")
+        time.sleep(0.005)
+
+
+class Callers:
+    """Calls of a store, each in a thread of its own; what each returned or raised."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.outcomes: dict[str, Any] = {}
+        self.threads: list[threading.Thread] = []
+
+    def call(self, name: str, work: Callable[[Store], Any]) -> None:
+        def run() -> None:
+            try:
+                self.outcomes[name] = work(self.store)
+            except Exception as exc:
+                self.outcomes[name] = exc
+
+        thread = threading.Thread(target=run, name=name)
+        self.threads.append(thread)
+        thread.start()
+
+    def waiting(self) -> int:
+        """How many writes wait for the next batch."""
+        grouped = self.store._grouped  # type: ignore[attr-defined]
+        with grouped._lock:
+            return len(grouped._waiting)
+
+    def leading(self) -> bool:
+        grouped = self.store._grouped  # type: ignore[attr-defined]
+        with grouped._lock:
+            return bool(grouped._leading)
+
+    def pilot_then_together(self, calls: dict[str, Callable[[Store], Any]]) -> None:
+        """The pilot's cancel, then the calls, in this order, all waiting for its batch to
+        end (the caller holds the writers meanwhile)."""
+        self.call("pilot", lambda store: store.cancel_order(PILOT, None, NOW))
+        until(lambda: self.leading() and self.waiting() == 0, "the pilot leads its batch")
+        for count, (name, work) in enumerate(calls.items(), start=1):
+            self.call(name, work)
+            until(lambda count=count: self.waiting() == count, f"{name} waits")
+
+    def join(self) -> dict[str, Any]:
+        for thread in self.threads:
+            thread.join(30)
+            assert not thread.is_alive(), f"{thread.name} never returned"
+        return self.outcomes
+
+
+def placing(key: str, fingerprint: str = "fp", **new: Any) -> Callable[[Store], Placed]:
+    return lambda store: store.place_order({**NEW, **new}, 1, key, fingerprint, NOW,
+                                           catalogue_pets_only=True)
+
+
+def test_a_refused_or_failed_write_in_a_batch_undoes_only_itself(
+        patient: Store, place: Place) -> None:
+    callers = Callers(patient)
+    with writers_held(place.database, place.kind):
+        callers.pilot_then_together({
+            "placed": placing("k1"),
+            "outside the catalogue": placing("k2", petId=8),
+            "shipped": lambda store: store.ship_order(2, NOW),
+            "at an old version": lambda store: store.cancel_order(3, None, NOW, version=5),
+            # A quantity no column holds: the write's own statement fails (a 500 from the
+            # API, whose contract keeps such numbers out).
+            "failing": placing("k3", quantity=2**64),
+            "cancelled": lambda store: store.cancel_order(1, None, NOW),
+        })
+    outcomes = callers.join()
+    assert outcomes["pilot"] == Transition("cancelled", True, False, 2)
+    placed = outcomes["placed"]
+    assert isinstance(placed, Placed) and not placed.replayed and placed.order["id"] == 101
+    assert isinstance(outcomes["outside the catalogue"], PetNotInCatalogue)
+    assert outcomes["shipped"] == Transition("shipped", True, False, 2)
+    assert outcomes["at an old version"] == Transition("pending", False, False, 1)
+    assert isinstance(outcomes["failing"], Exception)
+    assert not isinstance(outcomes["failing"], StoreUnavailable)
+    assert outcomes["cancelled"] == Transition("cancelled", True, False, 2)
+    assert patient.count_by_status() == {"pending": 2, "shipped": 1, "cancelled": 2}
+    # Neither the refused nor the failed write kept its key: both may place now.
+    for key in ("k2", "k3"):
+        assert not placing(key)(patient).replayed
+    if place.kind == "postgresql":  # one transaction: its orders took one position
+        positions = place.sql("SELECT DISTINCT position FROM orders WHERE id IN (1, 2, 101)")
+        assert len(positions) == 1
+
+
+def test_one_idempotency_key_twice_in_a_batch_places_once_and_replays_once(
+        patient: Store, place: Place) -> None:
+    callers = Callers(patient)
+    with writers_held(place.database, place.kind):
+        callers.pilot_then_together({
+            "first": placing("twice"),
+            "again": placing("twice"),
+            "another request": placing("twice", "other fp", quantity=5),
+        })
+    outcomes = callers.join()
+    first, again = outcomes["first"], outcomes["again"]
+    assert isinstance(first, Placed) and not first.replayed
+    assert isinstance(again, Placed) and again.replayed and again.order == first.order
+    assert isinstance(outcomes["another request"], IdempotencyKeyReused)
+    assert patient.count_orders() == 5
+
+
+# PostgreSQL: a batch's connection broken under it ---------------------------------------------
+
+
+def _backends(database: str, name: str = "petstore", waiting: bool = True) -> list[int]:
+    """The server processes of the store's connections (or of the test's, by name), those
+    waiting for a lock or all."""
+    import psycopg
+
+    with psycopg.connect(database, autocommit=True) as conn:
+        return [pid for (pid,) in conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND "
+            "application_name = %s AND (wait_event_type = 'Lock' OR NOT %s)",
+            (name, waiting)).fetchall()]
+
+
+def _backends_waiting(database: str) -> list[int]:
+    return _backends(database)
+
+
+@contextmanager
+def batch_waiting(callers: Callers, place: Place,
+                  calls: dict[str, Callable[[Store], Any]]) -> Iterator[Callable[[], None]]:
+    """The calls as one batch, waiting for the revision's row (held by another connection)
+    once the pilot's batch has committed; yields the release of that row."""
+    second_held, release = threading.Event(), threading.Event()
+
+    def hold_after_the_pilot() -> None:
+        with writers_held(place.database, "postgresql"):
+            second_held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold_after_the_pilot)
+    with writers_held(place.database, "postgresql"):
+        callers.pilot_then_together(calls)
+        until(lambda: len(_backends_waiting(place.database)) == 1, "the pilot waits")
+        holder.start()  # it waits for the row behind the pilot, ahead of the batch
+        until(lambda: len(_backends(place.database, "blocker")) == 1, "the holder waits")
+    assert second_held.wait(10)
+    until(lambda: "pilot" in callers.outcomes and len(_backends_waiting(place.database)) == 1,
+          "the batch waits for the row")
+    try:
+        yield release.set
+    finally:
+        release.set()
+        holder.join(10)
+
+
+def _once_reachable(work: Callable[[], Placed]) -> Placed:
+    """work's result, once the store reaches its database again (its pool reconnects after
+    a wait of its own)."""
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            return work()
+        except StoreUnavailable:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def _only_postgresql(place: Place) -> None:
+    if place.kind != "postgresql":
+        pytest.skip("a connection that breaks is PostgreSQL's")
+
+
+def test_a_batch_whose_connection_is_dropped_runs_again_on_a_fresh_one(
+        patient: Store, place: Place) -> None:
+    """A failover mid-batch (its server process ended before it committed): every write is
+    answered as if nothing happened."""
+    _only_postgresql(place)
+    import psycopg
+
+    callers = Callers(patient)
+    calls = {"placed": placing("k1"), "shipped": lambda store: store.ship_order(2, NOW),
+             "cancelled": lambda store: store.cancel_order(1, None, NOW)}
+    with batch_waiting(callers, place, calls) as release:
+        (dropped,) = _backends_waiting(place.database)
+        with psycopg.connect(place.database, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(%s)", (dropped,))
+        until(lambda: _backends_waiting(place.database) not in ([], [dropped]),
+              "the batch runs again on another connection")
+        release()
+    outcomes = callers.join()
+    placed = outcomes["placed"]
+    assert isinstance(placed, Placed) and not placed.replayed
+    assert outcomes["shipped"] == Transition("shipped", True, False, 2)
+    assert outcomes["cancelled"] == Transition("cancelled", True, False, 2)
+    assert patient.count_orders() == 5
+
+
+def test_a_batch_cut_off_from_its_database_is_503_for_every_write_and_all_or_nothing(
+        place: Place) -> None:
+    """The database unreachable while a batch waits (a host gone down): every caller gets
+    StoreUnavailable, never an answer for something not committed. The server may still
+    commit what it had received; whether it did or not, the batch is all or nothing, and
+    each write repeated afterwards is answered consistently: the order placed once."""
+    _only_postgresql(place)
+    parts = urlsplit(place.database)
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    proxy.start()
+    user = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+    via_proxy = parts._replace(netloc=f"{user}127.0.0.1:{proxy.port}").geturl()
+    store = open_store(Settings(database=via_proxy, busy_timeout_ms=PATIENT_MS))
+    try:
+        store.import_orders([{"id": 1}, {"id": 2}, {"id": PILOT}])
+        callers = Callers(store)
+        calls = {"placed": placing("k1"), "shipped": lambda store: store.ship_order(2, NOW)}
+        with batch_waiting(callers, place, calls) as release:
+            proxy.cut()
+            outcomes = callers.join()
+            release()
+        assert isinstance(outcomes["placed"], StoreUnavailable)
+        assert isinstance(outcomes["shipped"], StoreUnavailable)
+        until(lambda: not _backends(place.database, waiting=False),
+              "the batch's server side ends")
+        committed = place.sql("SELECT count(*) FROM orders WHERE id = 101 OR "
+                              "(id = 2 AND status = 'shipped')")[0][0]
+        assert committed in (0, 2)
+        proxy.restore()
+        again = _once_reachable(lambda: placing("k1")(store))
+        assert again.replayed == (committed == 2)
+        assert store.count_orders() == 4
+        assert store.ship_order(2, NOW).status == "shipped"
+    finally:
+        store.dispose()
+        proxy.cut()

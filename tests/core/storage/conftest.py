@@ -33,6 +33,20 @@ class Place:
     def holding_order_lock(self, order_id: int) -> Iterator[None]:
         """Another connection holds a write lock that cancelling order_id must wait for:
         SQLite's whole-database lock, or PostgreSQL's lock on the order's row."""
+        with self._holding("SELECT id FROM orders WHERE id = %s FOR UPDATE", (order_id,)):
+            yield
+
+    @contextmanager
+    def holding_writers(self) -> Iterator[None]:
+        """Another connection (application_name "blocker") holds what every writer of the
+        store waits for: SQLite's whole-database lock, or PostgreSQL's revision row."""
+        with self._holding("SELECT FROM revision FOR UPDATE", ()):
+            yield
+
+    @contextmanager
+    def _holding(self, lock: str, params: tuple[Any, ...]) -> Iterator[None]:
+        """SQLite's write lock, or on PostgreSQL the rows the lock statement locks, held by
+        another connection until the block ends."""
         if self.kind == "sqlite":
             blocker = sqlite3.connect(self.database, isolation_level=None)
             blocker.execute("BEGIN IMMEDIATE")
@@ -44,8 +58,9 @@ class Place:
             return
         import psycopg
 
-        with psycopg.connect(self.database) as conn:  # a transaction, until the block ends
-            conn.execute("SELECT id FROM orders WHERE id = %s FOR UPDATE", (order_id,))
+        # A transaction, until the block ends.
+        with psycopg.connect(self.database, application_name="blocker") as conn:
+            conn.execute(lock, params)  # type: ignore[arg-type]
             yield
             conn.rollback()
 

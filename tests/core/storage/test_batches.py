@@ -42,29 +42,6 @@ def patient(place: Place) -> Iterator[Store]:
     store.dispose()
 
 
-@contextmanager
-def writers_held(database: str, kind: str) -> Iterator[None]:
-    """Another connection holds what every writer of the store waits for, until the block
-    ends: SQLite's write lock, or PostgreSQL's revision row."""
-    if kind == "sqlite":
-        import sqlite3
-
-        blocker = sqlite3.connect(database, isolation_level=None)
-        blocker.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        finally:
-            blocker.execute("ROLLBACK")
-            blocker.close()
-        return
-    import psycopg
-
-    with psycopg.connect(database, application_name="blocker") as conn:
-        conn.execute("SELECT FROM revision FOR UPDATE")
-        yield
-        conn.rollback()
-
-
 def until(condition: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + 10
     while not condition():
@@ -127,7 +104,7 @@ def placing(key: str, fingerprint: str = "fp", **new: Any) -> Callable[[Store], 
 def test_a_refused_or_failed_write_in_a_batch_undoes_only_itself(
         patient: Store, place: Place) -> None:
     callers = Callers(patient)
-    with writers_held(place.database, place.kind):
+    with place.holding_writers():
         callers.pilot_then_together({
             "placed": placing("k1"),
             "outside the catalogue": placing("k2", petId=8),
@@ -160,7 +137,7 @@ def test_a_refused_or_failed_write_in_a_batch_undoes_only_itself(
 def test_one_idempotency_key_twice_in_a_batch_places_once_and_replays_once(
         patient: Store, place: Place) -> None:
     callers = Callers(patient)
-    with writers_held(place.database, place.kind):
+    with place.holding_writers():
         callers.pilot_then_together({
             "first": placing("twice"),
             "again": placing("twice"),
@@ -201,12 +178,12 @@ def batch_waiting(callers: Callers, place: Place,
     second_held, release = threading.Event(), threading.Event()
 
     def hold_after_the_pilot() -> None:
-        with writers_held(place.database, "postgresql"):
+        with place.holding_writers():
             second_held.set()
             release.wait(30)
 
     holder = threading.Thread(target=hold_after_the_pilot)
-    with writers_held(place.database, "postgresql"):
+    with place.holding_writers():
         callers.pilot_then_together(calls)
         until(lambda: len(_backends_waiting(place.database)) == 1, "the pilot waits")
         holder.start()  # it waits for the row behind the pilot, ahead of the batch

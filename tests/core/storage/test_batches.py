@@ -29,6 +29,7 @@ NOW = "2026-11-24T10:00:00Z"
 NEW = {"petId": 7, "quantity": 2, "shipDate": "2026-12-01T10:00:00Z"}
 PILOT = 100  # the order the pilot cancels
 PATIENT_MS = 20_000  # the store's busy timeout: longer than any test holds a lock
+POSTGRESQL_ONLY = pytest.mark.parametrize("place", ["postgresql"], indirect=True)
 
 
 @pytest.fixture
@@ -211,16 +212,11 @@ def _once_reachable(work: Callable[[], Placed]) -> Placed:
             time.sleep(0.1)
 
 
-def _only_postgresql(place: Place) -> None:
-    if place.kind != "postgresql":
-        pytest.skip("a connection that breaks is PostgreSQL's")
-
-
+@POSTGRESQL_ONLY  # a connection that breaks is PostgreSQL's
 def test_a_batch_whose_connection_is_dropped_runs_again_on_a_fresh_one(
         patient: Store, place: Place) -> None:
     """A failover mid-batch (its server process ended before it committed): every write is
     answered as if nothing happened."""
-    _only_postgresql(place)
     import psycopg
 
     callers = Callers(patient)
@@ -241,13 +237,13 @@ def test_a_batch_whose_connection_is_dropped_runs_again_on_a_fresh_one(
     assert patient.count_orders() == 5
 
 
+@POSTGRESQL_ONLY  # a connection that breaks is PostgreSQL's
 def test_a_batch_cut_off_from_its_database_is_503_for_every_write_and_all_or_nothing(
         place: Place) -> None:
     """The database unreachable while a batch waits (a host gone down): every caller gets
     StoreUnavailable, never an answer for something not committed. The server may still
     commit what it had received; whether it did or not, the batch is all or nothing, and
     each write repeated afterwards is answered consistently: the order placed once."""
-    _only_postgresql(place)
     parts = urlsplit(place.database)
     proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
     proxy.start()

@@ -21,7 +21,6 @@ import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
-import yaml
 from connexion import FlaskApp
 from connexion.middleware import MiddlewarePosition
 from connexion.options import SwaggerUIOptions
@@ -55,6 +54,7 @@ from app.web.routing import (
     V2,
     RoutedOnly,
     TagResolver,
+    documents,
     header_parameters,
 )
 from app.web.security import KeyringForRequests
@@ -80,9 +80,8 @@ def _operations() -> dict[str, tuple[str, dict[str, Any]]]:
     """Resolved operation id -> (path template, the operation's definition), for the
     access log and the deprecation signals."""
     operations = {}
-    for api in APIS:
+    for api, spec in documents():
         resolver = TagResolver(api.handlers)
-        spec = yaml.safe_load((OPENAPI_DIR / api.document).read_text())
         for path, item in spec["paths"].items():
             for operation in item.values():
                 if isinstance(operation, dict) and "operationId" in operation:

@@ -49,12 +49,18 @@ METHODS = ("delete", "get", "head", "options", "patch", "post", "put", "trace")
 
 
 @functools.cache
+def documents() -> tuple[tuple[Api, dict[str, Any]], ...]:
+    """Every API with its document, read once (not to be changed: it is shared)."""
+    return tuple((api, yaml.safe_load((OPENAPI_DIR / api.document).read_text()))
+                 for api in APIS)
+
+
+@functools.cache
 def _paths() -> tuple[tuple[re.Pattern[str], str], ...]:
     """Each path of every document as a pattern, with the methods it accepts (GET brings
     HEAD, as Starlette answers it)."""
     paths = []
-    for api in APIS:
-        document = yaml.safe_load((OPENAPI_DIR / api.document).read_text())
+    for api, document in documents():
         for template, item in document["paths"].items():
             methods = {m.upper() for m in item if m in METHODS}
             if "GET" in methods:
@@ -85,8 +91,7 @@ def header_parameters() -> dict[str, dict[bytes, dict[str, Any]]]:
     """Resolved operation id -> the request headers its document declares as parameters
     (lower-case name -> the parameter, $refs resolved), the path's own included."""
     declared: dict[str, dict[bytes, dict[str, Any]]] = {}
-    for api in APIS:
-        document = yaml.safe_load((OPENAPI_DIR / api.document).read_text())
+    for api, document in documents():
         resolver = TagResolver(api.handlers)
         for item in document["paths"].values():
             for method, operation in item.items():

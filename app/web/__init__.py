@@ -32,6 +32,7 @@ from app.core.quotas.counters import Quotas
 from app.core.quotas.plans import anonymous_plan, load_plans
 from app.core.services import Services, open_services
 from app.web import connexion_internals as internals
+from app.web import early_writes
 from app.web.access import AccessLog, DecidedHeaders
 from app.web.bodies import BodyLimit
 from app.web.bridge import WORKERS, HandlerThreads, WSGIBridge
@@ -40,6 +41,7 @@ from app.web.cors import Cors
 from app.web.deliverer import Deliverer
 from app.web.deprecation import Deprecations, retirements
 from app.web.direct import DirectOperations, is_direct
+from app.web.early_writes import EarlyWrites
 from app.web.encoding import Compression, OrjsonJsonifier, PacedBodies
 from app.web.errors import register_error_handlers, server_error_handler
 from app.web.handlers import SERVICES
@@ -203,6 +205,11 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
     app.add_middleware(DirectOperations, position=MiddlewarePosition.BEFORE_CONTEXT,
                        handlers=direct, services=lambda: app.app.extensions[SERVICES],
                        threads=threads)
+    if settings.ratelimit_enabled and not settings.validate_responses:
+        # It relies on the quotas' check of the key, and answers unvalidated.
+        internals.add_inside_exceptions(
+            app, EarlyWrites, writes=early_writes.plans(direct, frozenset(retired)),
+            services=lambda: app.app.extensions[SERVICES], threads=threads)
     app.add_middleware(BodyLimit, position=MiddlewarePosition.BEFORE_VALIDATION)
     app.add_middleware(KeyringForRequests, position=MiddlewarePosition.BEFORE_SECURITY,
                        keyring=services.keyring,

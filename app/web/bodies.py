@@ -41,7 +41,7 @@ class BodyLimit:
         while more:
             message = await receive()
             if message["type"] != "http.request":  # the client left
-                await self.app(scope, _replay([message], receive), send)
+                await self.app(scope, replay([message], receive), send)
                 return
             body += message.get("body", b"")
             more = message.get("more_body", False)
@@ -52,10 +52,10 @@ class BodyLimit:
                 body.decode("utf-8")
             except UnicodeDecodeError:
                 raise whole_body_problem("not_utf8") from None
-        await self.app(scope, _replay([{"type": "http.request", "body": body}], receive), send)
+        await self.app(scope, replay([{"type": "http.request", "body": body}], receive), send)
 
 
-def _replay(messages: list[Message], receive: Receive) -> Receive:
+def replay(messages: list[Message], receive: Receive) -> Receive:
     """receive, with these messages first."""
     pending = list(messages)
 

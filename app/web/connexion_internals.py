@@ -47,6 +47,7 @@ from connexion.datastructures import MediaTypeDict
 from connexion.decorators import FlaskDecorator
 from connexion.decorators.parameter import SyncParameterDecorator
 from connexion.exceptions import BadRequestProblem
+from connexion.json_schema import Draft4RequestValidator, resolve_refs
 from connexion.middleware.main import ConnexionMiddleware
 from connexion.middleware.request_validation import (
     RequestValidationAPI,
@@ -213,7 +214,7 @@ class ParameterValidator(ConnexionParameterValidator):
                 raise validation.parameter_problem(None, param, value)
             return None
         try:
-            ParameterValidator._validator(param).validate(value)
+            ParameterValidator.validator(param).validate(value)
         except ValidationError as error:
             raise validation.parameter_problem(error, param, value) from None
         return None
@@ -234,7 +235,9 @@ class ParameterValidator(ConnexionParameterValidator):
                 check(param, request)
 
     @staticmethod
-    def _validator(param: dict[str, Any]) -> Draft4Validator:
+    def validator(param: dict[str, Any]) -> Draft4Validator:
+        """The jsonschema validator of a parameter's schema, built once (early_writes.py
+        checks with it too)."""
         # Keyed by identity: an operation's parameter definitions live as long as the app.
         entry = _VALIDATORS.get(id(param))
         if entry is None or entry[0] is not param:
@@ -252,7 +255,13 @@ class JSONBodyValidator(JSONRequestBodyValidator):
 
     @functools.cached_property
     def _validator(self) -> Any:
-        return JSONRequestBodyValidator._validator.fget(self)
+        return self.validator_for(self._schema)
+
+    @staticmethod
+    def validator_for(schema: dict[str, Any]) -> Any:
+        """The jsonschema validator Connexion's JSON body validation uses for a schema
+        (early_writes.py checks with it too)."""
+        return Draft4RequestValidator(schema, format_checker=Draft4Validator.FORMAT_CHECKER)
 
     async def wrap_receive(self, receive: Receive, *, scope: Scope) -> Any:
         length = Headers(scope=scope).get("content-length", "0")
@@ -390,6 +399,16 @@ class PreparedRequestValidationMiddleware(RequestValidationMiddleware):
     api_cls = PreparedRequestValidationAPI
 
 
+def add_inside_exceptions(app: FlaskApp, middleware: Callable[..., ASGIApp],
+                          **options: Any) -> None:
+    """Add a middleware right inside Connexion's exception middleware, before its document
+    server: MiddlewarePosition.BEFORE_SWAGGER finds the document server by the class of
+    SwaggerUIMiddleware itself, which SpecificFirstSwaggerUIMiddleware is not."""
+    middlewares = app.middleware.middlewares
+    middlewares.insert(middlewares.index(SpecificFirstSwaggerUIMiddleware),
+                       functools.partial(middleware, **options))
+
+
 def prepare_request_validation(app: FlaskApp) -> None:
     """Swap Connexion's request validation for PreparedRequestValidationMiddleware. Called
     after the last add_middleware: Connexion finds MiddlewarePosition.BEFORE_VALIDATION by
@@ -513,3 +532,10 @@ def install_bridge(app: FlaskApp, bridge: Callable[[Any], ASGIApp]) -> None:
     """Serve the inner Flask app through bridge(wsgi_app) in place of a2wsgi's
     WSGIMiddleware, which FlaskApp keeps in the private _middleware_app.asgi_app."""
     app._middleware_app.asgi_app = bridge(app.app.wsgi_app)
+
+
+def resolved(document: dict[str, Any]) -> dict[str, Any]:
+    """A copy of an OpenAPI document with every $ref replaced by what it names, as
+    Connexion's Specification resolves it before building its validators."""
+    found: dict[str, Any] = resolve_refs(document)
+    return found

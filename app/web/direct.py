@@ -125,7 +125,13 @@ class DirectOperations:
         call = Call(self.services(), path[len(root):] if path.startswith(root) else path,
                     scope.get("path_params", {}), scope["headers"], body,
                     token_info(scope) or {})
-        # The domain's exceptions go up to the error handlers, as they did from Flask.
-        answer = await self.threads.run(handler, call)
-        await send(answer.start())
-        await send({"type": "http.response.body", "body": answer.body or b""})
+        await answer_call(self.threads, handler, call, send)
+
+
+async def answer_call(threads: HandlerThreads, handler: Callable[[Call], Answer], call: Call,
+                      send: Send) -> None:
+    """Run a direct handler in a handler thread and send its Answer. The domain's
+    exceptions go up to the error handlers, as they did from Flask."""
+    answer = await threads.run(handler, call)
+    await send(answer.start())
+    await send({"type": "http.response.body", "body": answer.body or b""})

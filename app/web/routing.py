@@ -17,7 +17,12 @@ from connexion.resolver import Resolver
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.web.connexion_internals import operation_definition, routed_base_path, routed_operation
+from app.web.connexion_internals import (
+    operation_definition,
+    resolved,
+    routed_base_path,
+    routed_operation,
+)
 
 SNAKE_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 HANDLERS = "app.web.handlers"
@@ -53,6 +58,12 @@ def documents() -> tuple[tuple[Api, dict[str, Any]], ...]:
     """Every API with its document, read once (not to be changed: it is shared)."""
     return tuple((api, yaml.safe_load((OPENAPI_DIR / api.document).read_text()))
                  for api in APIS)
+
+
+@functools.cache
+def resolved_documents() -> tuple[tuple[Api, dict[str, Any]], ...]:
+    """Every API with its document, every $ref resolved (not to be changed: it is shared)."""
+    return tuple((api, resolved(document)) for api, document in documents())
 
 
 @functools.cache

@@ -1,0 +1,163 @@
+"""Writes answered early (app/web/early_writes.py): each request below is sent, in the same
+order, to an app that answers plainly valid writes early and to one that takes the long way
+for all (EarlyWrites is off where responses are validated), each over its own copy of the
+same orders and keys. Both must answer alike: status, body and headers. The plainly valid
+ones must have been answered early, and all others the long way."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.core import keys
+from app.core.config import Settings
+from app.core.storage import Store, open_store
+from app.web import create_app, early_writes
+from tests.support import ISSUED_SECRETS
+from tests.web.conftest import ORDERS
+
+# The headers a client reads; the request id, Date and the reset second differ by nature.
+COMPARED = ("content-type", "content-length", "etag", "location", "idempotent-replayed",
+            "www-authenticate", "allow", "x-ratelimit-limit", "x-ratelimit-remaining")
+JSON = {"Content-Type": "application/json"}
+PLACE = "/v2/store/orders"
+BODY = b'{"petId": 7, "quantity": 1}'
+
+
+def _chunks() -> Iterator[bytes]:
+    yield BODY[:10]
+    yield BODY[10:]
+
+
+# (method, path, headers beyond the write key's Authorization, body, answered early)
+REQUESTS: list[tuple[str, str, Any, Any, bool]] = [
+    ("POST", PLACE, {**JSON, "Idempotency-Key": "a"}, BODY, True),
+    ("POST", PLACE, {**JSON, "Idempotency-Key": "a"}, BODY, True),  # replayed
+    ("POST", PLACE, {**JSON, "Idempotency-Key": "a"}, b'{"petId": 8, "quantity": 1}', True),
+    ("POST", PLACE, {**JSON, "Idempotency-Key": '"quoted"'},
+     b'{"petId": 7, "quantity": 2, "shipDate": "2026-12-01T10:00:00+01:00"}', True),
+    ("POST", PLACE, JSON, BODY, False),  # no Idempotency-Key
+    ("POST", PLACE, {**JSON, "Idempotency-Key": "k" * 300}, BODY, False),
+    ("POST", PLACE, [*JSON.items(), ("Idempotency-Key", "b"), ("Idempotency-Key", "c")],
+     BODY, False),
+    ("POST", PLACE, {"Content-Type": "text/plain", "Idempotency-Key": "d"}, BODY, False),
+    ("POST", PLACE, {"Content-Type": "application/json; charset=utf-8",
+                     "Idempotency-Key": "e"}, BODY, False),
+    ("POST", PLACE, {"Idempotency-Key": "f"}, BODY, False),  # no Content-Type
+    ("POST", PLACE, {**JSON, "Idempotency-Key": "g"}, b'{"petId": 7,', False),
+    ("POST", PLACE, {**JSON, "Idempotency-Key": "h"}, b'{"petId": "\xff"}', False),
+    ("POST", PLACE, {**JSON, "Idempotency-Key": "i"}, b"[1, 2]", False),
+    ("POST", PLACE, {**JSON, "Idempotency-Key": "j"}, b"null", False),
+    ("POST", PLACE, {**JSON, "Idempotency-Key": "k"}, b'{"petId": 7, "quantity": 0}', False),
+    ("POST", PLACE, {**JSON, "Idempotency-Key": "l"},
+     b'{"petId": 7, "quantity": 1, "status": "shipped"}', False),
+    ("POST", PLACE, {**JSON, "Idempotency-Key": "m"},
+     b'{"petId": 7, "quantity": 1, "shipDate": "tomorrow"}', False),
+    ("POST", PLACE, {**JSON, "Idempotency-Key": "n"}, b"", False),
+    ("POST", PLACE, {**JSON, "Idempotency-Key": "o"}, b" " * 17_000, False),
+    ("POST", PLACE, {**JSON, "Idempotency-Key": "p"}, _chunks, False),
+    ("POST", PLACE + "?limit=1", {**JSON, "Idempotency-Key": "q"}, BODY, False),
+    ("POST", PLACE + "/", {**JSON, "Idempotency-Key": "r"}, BODY, False),
+    ("POST", PLACE, {**JSON, "Idempotency-Key": "s", "Authorization": None}, BODY, False),
+    ("POST", PLACE, {**JSON, "Idempotency-Key": "t", "Authorization": "read"}, BODY, False),
+    ("POST", PLACE, {**JSON, "Idempotency-Key": "u", "Authorization": "twice"}, BODY,
+     False),
+    ("POST", PLACE, {**JSON, "Idempotency-Key": "v", "Authorization": "Bearer psk_nope"},
+     BODY, False),
+    ("POST", "/v2/store/orders/1/ship", {}, None, True),
+    ("POST", "/v2/store/orders/1/ship", {}, None, True),  # shipped already: as it is
+    ("POST", "/v2/store/orders/4/ship", JSON, b'{"shipDate": "2026-11-20T10:00:00Z"}', True),
+    ("POST", "/v2/store/orders/999/ship", {}, None, True),  # 404
+    ("POST", "/v2/store/orders/01/ship", {}, None, False),
+    ("POST", "/v2/store/orders/9223372036854775808/ship", {}, None, False),
+    ("POST", "/v2/store/orders/-3/ship", {}, None, True),  # 404, as the document says
+    ("POST", "/v2/store/orders/3/ship", {"Content-Type": "text/plain"}, None, False),
+    ("POST", "/v2/store/orders/3/ship", JSON, b'{"shipDate": 5}', False),
+    ("POST", "/v2/store/orders/2/complete", {"If-Match": '"2"'}, None, True),  # 412
+    ("POST", "/v2/store/orders/2/complete", {"If-Match": '"x' + "x" * 8200 + '"'}, None,
+     False),
+    ("POST", "/v2/store/orders/2/complete", {}, None, True),
+    ("POST", "/v2/store/orders/2/complete", JSON, b"{}", False),  # a body not declared
+    ("DELETE", "/v2/store/orders/5", {"If-Match": '"1"'}, None, True),
+    ("DELETE", "/v1/store/orders/6", {}, None, True),
+    ("DELETE", "/v1/store/orders/6", {}, None, True),  # cancelled already: 204 again
+    ("DELETE", "/v1/store/orders/2", {}, None, True),  # shipped: 409
+    ("DELETE", "/v1/store/orders/abc", {}, None, False),
+    ("DELETE", "/v1/store/orders/7?x=1", {}, None, False),  # v1 ignores the query (D6)
+    ("DELETE", "/v1/store/orders/8", JSON, b"{}", False),  # a body, ignored (D6)
+]
+
+
+@pytest.fixture(autouse=True)
+def every_app_validates_its_responses() -> None:
+    """This module's early app answers unvalidated, as the service does by default: the
+    early path is off where responses are validated. Its answers are held to the long
+    way's, whose responses are validated."""
+
+
+def _apps(settings: Settings, tmp_path: Path) -> tuple[Any, Any, dict[str, str]]:
+    """The early app and the long way's, each over its own store of the same orders and
+    keys (Authorization values by name)."""
+    write, read = keys.generate_key(), keys.generate_key()
+    ISSUED_SECRETS.update({write.secret, read.secret})
+    apps = []
+    for name, validated in (("early", False), ("long", True)):
+        own = settings.replace(database=str(tmp_path / f"{name}.db"),
+                               validate_responses=validated)
+        store: Store = open_store(own)
+        store.import_orders([*ORDERS, *({"id": i, "petId": i} for i in range(5, 9))])
+        for new, scope in ((write, "write"), (read, "read")):
+            created = store.create_key(digest=new.digest, prefix=new.prefix, name=scope,
+                                       plan="free", per_minute=10**6, per_day=10**6,
+                                       now="2026-01-01T00:00:00Z")
+            store.set_scope(created.id, scope)
+        store.close()
+        apps.append(create_app(own).test_client())
+    return apps[0], apps[1], {"write": f"Bearer {write.secret}",
+                              "read": f"Bearer {read.secret}"}
+
+
+def _headers(given: Any, bearer: dict[str, str]) -> list[tuple[str, str]]:
+    pairs = list(given.items()) if isinstance(given, dict) else list(given)
+    authorization = dict(pairs).get("Authorization", "write")
+    pairs = [(k, v) for k, v in pairs if k != "Authorization"]
+    if authorization == "twice":
+        return [*pairs, ("Authorization", bearer["write"]), ("Authorization", bearer["write"])]
+    if authorization is None:
+        return pairs
+    return [*pairs, ("Authorization", bearer.get(authorization, authorization))]
+
+
+def test_every_write_answers_as_the_long_way_and_only_plain_ones_early(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    early, long, bearer = _apps(settings, tmp_path)
+    answered_early: list[str] = []
+    answer = early_writes.answer_call
+
+    async def recording(threads: Any, handler: Any, call: Any, send: Any) -> None:
+        answered_early.append(call.path)
+        await answer(threads, handler, call, send)
+
+    monkeypatch.setattr(early_writes, "answer_call", recording)
+    for method, path, given, body, plain in REQUESTS:
+        headers = _headers(given, bearer)
+        answers = []
+        for client in (early, long):
+            content = body() if callable(body) else body
+            answers.append(client.request(method, path, headers=headers, content=content))
+        seen = [(a.status_code, a.content, {h: a.headers.get(h) for h in COMPARED})
+                for a in answers]
+        assert seen[0] == seen[1], (method, path, given)
+        assert (answered_early[-1:] == [path.split("?")[0]]) == plain, (method, path, given)
+        answered_early.clear()
+    with caplog.at_level(logging.INFO, "petstore.access"):
+        early.request("POST", PLACE, headers=_headers({**JSON, "Idempotency-Key": "w"}, bearer),
+                      content=BODY)
+    line = next(r for r in caplog.records if r.name == "petstore.access")
+    assert (line.path, line.status, line.key_id) == (PLACE, 201, 1)

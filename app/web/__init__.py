@@ -5,7 +5,8 @@ The request path, outermost first (MiddlewarePosition names where Connexion puts
     CORS (cors.py) -> Connexion's server errors -> paced bodies (encoding.py)
       -> request id + access log (access.py) -> gzip (encoding.py) -> quotas (ratelimit.py)
       -> the feed's long polling (longpoll.py) -> kept answers of repeated reads
-      (repeats.py) -> Connexion's exceptions, document server and routing -> deprecation
+      (repeats.py) -> Connexion's exceptions -> plainly valid writes (early_writes.py)
+      -> Connexion's document server and routing -> deprecation
       -> keyring (security.py) -> RoutedOnly (routing.py) -> Connexion's security, request
       and response validation -> decided headers (access.py) -> 304 (conditional.py)
       -> the writes, without Flask (direct.py) -> handlers/ -> app.core

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_placing import NEW, NO_QUOTAS, key_of, send
+from tests.e2e.test_placing import NEW, NO_QUOTAS, send
 from tests.support import Server, serving
 
 pytestmark = pytest.mark.slow
@@ -93,8 +93,12 @@ def write_until_stopped(server: Server, auth: dict[str, str], writer: int, ledge
 def test_a_kill_9_under_a_write_load_loses_no_answered_write(
         tmp_path: Path, store_environ: dict[str, str]) -> None:
     ledger = Ledger()
-    with serving(tmp_path, own_group=True, environ=store_environ, **NO_QUOTAS) as server:
-        auth = {"Authorization": f"Bearer {key_of(server)}"}
+    # Quotas on, as served by default, so that the writes are answered early
+    # (app/web/early_writes.py), under a key whose quotas this load does not reach.
+    with serving(tmp_path, own_group=True, environ=store_environ) as server:
+        key = server.petstore("keys", "create", "--plan", "enterprise", "--name", "load",
+                              "--per-minute", "1000000000", "--per-day", "1000000000")
+        auth = {"Authorization": f"Bearer {key.stdout.strip()}"}
         stop = threading.Event()
         writers = [threading.Thread(target=write_until_stopped,
                                     args=(server, auth, n, ledger, stop), daemon=True)

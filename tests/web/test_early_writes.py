@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from app.core import keys
+from app.core import keys, orders
 from app.core.config import Settings
 from app.core.storage import Store, open_store
 from app.web import create_app, early_writes
@@ -137,6 +137,8 @@ def test_every_write_answers_as_the_long_way_and_only_plain_ones_early(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     early, long, bearer = _apps(settings, tmp_path)
+    # A ship without a date ships now: both apps must read the same now.
+    monkeypatch.setattr(orders, "utc_now", lambda: "2026-11-25T12:00:00Z")
     answered_early: list[str] = []
     answer = early_writes.answer_call
 

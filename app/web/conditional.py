@@ -15,6 +15,7 @@ a list whose revision moved on, go on to the handler.
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any, NamedTuple
 
 import flask
@@ -51,6 +52,9 @@ def order_etag(version: int) -> str:
     return f'"{version}"'
 
 
+VERSION_TAG = re.compile(r'"([0-9]{1,19})"')  # a strong ETag of an order's version
+
+
 def if_match_versions(header: str | None) -> set[int] | None:
     """The versions an If-Match header names (RFC 9110 section 13.1.1: strong comparison, so
     a weak tag names none); None when there is no header, or it is * (any version)."""
@@ -59,8 +63,9 @@ def if_match_versions(header: str | None) -> set[int] | None:
     tags = [tag.strip() for tag in header.split(",")]
     if "*" in tags:
         return None
-    return {int(tag[1:-1]) for tag in tags
-            if len(tag) > 2 and tag[0] == tag[-1] == '"' and tag[1:-1].isdigit()}
+    # ASCII digits only (str.isdigit takes "¹", which int() refuses), and no more than
+    # a version can have: int() refuses texts of over 4,300 digits.
+    return {int(found[1]) for tag in tags if (found := VERSION_TAG.fullmatch(tag))}
 
 
 def tagged_json(body: bytes, headers: dict[str, str] | None = None,

@@ -71,7 +71,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.web import validation
 
-CANONICAL_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)\Z")
+# At most 100 digits: int() refuses a text of over 4,300 (a 500), and no int64 has 20.
+CANONICAL_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]{0,99})\Z")
 
 # scope keys ------------------------------------------------------------------------------
 
@@ -273,7 +274,9 @@ class JSONBodyValidator(JSONRequestBodyValidator):
     async def _parse(self, stream: Any, scope: Scope) -> Any:
         try:
             return await super()._parse(stream, scope)
-        except BadRequestProblem:  # json.loads' message, with its line and column
+        # json.loads' message, with its line and column; or a body nested past the
+        # interpreter's recursion limit.
+        except (BadRequestProblem, RecursionError):
             raise validation.whole_body_problem("not_json") from None
 
     def _validate(self, body: Any) -> dict[str, Any] | None:

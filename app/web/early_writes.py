@@ -122,20 +122,20 @@ class EarlyWrites:
         self.threads = threads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        found = self._write(scope) if scope["type"] == "http" else None
+        # Every other method (a read) goes on at once.
+        found = self._write(scope) if scope.get("method") in self.writes else None
         if found is None:
             await self.app(scope, receive, send)
             return
         write, path_params, key = found
         body = b""
         if _length(scope["headers"]):
-            read = await _read(receive)
-            if read is None:  # the client left
-                return
-            body, messages = read
-            if not _valid_body(write, body):
+            read, messages = await _read(receive)
+            if read is None or not _valid_body(write, read):
+                # The long way's answer (and access line), for a client that left too.
                 await self.app(scope, replay(messages, receive), send)
                 return
+            body = read
         info = key_info(key)
         mark_routed(scope, write.operation, info)
         call = Call(self.services(), scope["path"], path_params, scope["headers"], body, info)
@@ -144,10 +144,11 @@ class EarlyWrites:
     def _write(self, scope: Scope) -> tuple[Write, dict[str, int], ApiKey] | None:
         """The request's Write, its path parameters and its key, when all but its body
         passes; else None."""
-        writes = self.writes.get(scope["method"])
+        writes = self.writes[scope["method"]]
         check = scope.get(LOOKED_UP)
-        if (not writes or check is None or check.key is None or check.key.scope != "write"
-                or scope.get("query_string") or scope.get("root_path")
+        if (scope["type"] != "http" or check is None or check.key is None
+                or check.key.scope != "write" or scope.get("query_string")
+                or scope.get("root_path")
                 or len(authorization_headers(scope)) != 1):
             return None
         for write in writes:
@@ -205,20 +206,25 @@ def _length(headers: list[tuple[bytes, bytes]]) -> int | None:
             lengths.append(value)
     if not lengths:
         return 0
-    if len(lengths) > 1 or not lengths[0].isdigit() or int(lengths[0]) > MAX_BODY_BYTES:
+    value = lengths[0] if len(lengths) == 1 else b""
+    # Plain digits, as many as MAX_BODY_BYTES has at most (no leading zeros, no int() of
+    # thousands of digits); BodyLimit and validation judge any other.
+    if not value.isdigit() or len(value) > len(str(MAX_BODY_BYTES)) \
+            or value != b"%d" % int(value):
         return None
-    return int(lengths[0])
+    length = int(value)
+    return length if length <= MAX_BODY_BYTES else None
 
 
-async def _read(receive: Receive) -> tuple[bytes, list[Message]] | None:
-    """The body and the messages it came in; None when the client left."""
+async def _read(receive: Receive) -> tuple[bytes | None, list[Message]]:
+    """The body (None when the client left before its end) and the messages read."""
     messages: list[Message] = []
     body, more = b"", True
     while more:
         message = await receive()
         messages.append(message)
         if message["type"] != "http.request":
-            return None
+            return None, messages
         body += message.get("body", b"")
         more = message.get("more_body", False)
     return body, messages
@@ -230,6 +236,7 @@ def _valid_body(write: Write, body: bytes) -> bool:
         return False
     try:
         parsed = json.loads(body.decode("utf-8"))
-    except ValueError:  # UnicodeDecodeError and JSONDecodeError both
+    # UnicodeDecodeError and JSONDecodeError both; or nested past the recursion limit.
+    except (ValueError, RecursionError):
         return False
     return parsed is not None and write.body.is_valid(parsed)

@@ -60,6 +60,9 @@ REQUESTS: list[tuple[str, str, Any, Any, bool]] = [
     ("POST", PLACE, {**JSON, "Idempotency-Key": "n"}, b"", False),
     ("POST", PLACE, {**JSON, "Idempotency-Key": "o"}, b" " * 17_000, False),
     ("POST", PLACE, {**JSON, "Idempotency-Key": "p"}, _chunks, False),
+    ("POST", PLACE, {**JSON, "Idempotency-Key": "p2"}, b"[" * 5000 + b"]" * 5000, False),
+    ("POST", PLACE, {**JSON, "Idempotency-Key": "p3", "Content-Length": "0" * 5000}, b"",
+     False),
     ("POST", PLACE + "?limit=1", {**JSON, "Idempotency-Key": "q"}, BODY, False),
     ("POST", PLACE + "/", {**JSON, "Idempotency-Key": "r"}, BODY, False),
     ("POST", PLACE, {**JSON, "Idempotency-Key": "s", "Authorization": None}, BODY, False),
@@ -75,11 +78,14 @@ REQUESTS: list[tuple[str, str, Any, Any, bool]] = [
     ("POST", "/v2/store/orders/01/ship", {}, None, False),
     ("POST", "/v2/store/orders/9223372036854775808/ship", {}, None, False),
     ("POST", "/v2/store/orders/-3/ship", {}, None, True),  # 404, as the document says
+    ("POST", "/v2/store/orders/" + "1" * 5000 + "/ship", {}, None, False),
     ("POST", "/v2/store/orders/3/ship", {"Content-Type": "text/plain"}, None, False),
     ("POST", "/v2/store/orders/3/ship", JSON, b'{"shipDate": 5}', False),
     ("POST", "/v2/store/orders/2/complete", {"If-Match": '"2"'}, None, True),  # 412
     ("POST", "/v2/store/orders/2/complete", {"If-Match": '"x' + "x" * 8200 + '"'}, None,
      False),
+    ("POST", "/v2/store/orders/2/complete", {"If-Match": b'"\xb9"'}, None, True),  # 412
+    ("POST", "/v2/store/orders/2/complete", {"If-Match": '"' + "1" * 5000 + '"'}, None, True),
     ("POST", "/v2/store/orders/2/complete", {}, None, True),
     ("POST", "/v2/store/orders/2/complete", JSON, b"{}", False),  # a body not declared
     ("DELETE", "/v2/store/orders/5", {"If-Match": '"1"'}, None, True),
@@ -89,6 +95,8 @@ REQUESTS: list[tuple[str, str, Any, Any, bool]] = [
     ("DELETE", "/v1/store/orders/abc", {}, None, False),
     ("DELETE", "/v1/store/orders/7?x=1", {}, None, False),  # v1 ignores the query (D6)
     ("DELETE", "/v1/store/orders/8", JSON, b"{}", False),  # a body, ignored (D6)
+    ("DELETE", "/v1/store/orders/" + "1" * 5000, {}, None, False),
+    ("DELETE", "/v1/store/orders/9", {"Content-Length": "0" * 5000}, None, False),
 ]
 
 
@@ -109,7 +117,7 @@ def _apps(settings: Settings, tmp_path: Path) -> tuple[Any, Any, dict[str, str]]
         own = settings.replace(database=str(tmp_path / f"{name}.db"),
                                validate_responses=validated)
         store: Store = open_store(own)
-        store.import_orders([*ORDERS, *({"id": i, "petId": i} for i in range(5, 9))])
+        store.import_orders([*ORDERS, *({"id": i, "petId": i} for i in range(5, 10))])
         for new, scope in ((write, "write"), (read, "read")):
             created = store.create_key(digest=new.digest, prefix=new.prefix, name=scope,
                                        plan="free", per_minute=10**6, per_day=10**6,
@@ -156,6 +164,7 @@ def test_every_write_answers_as_the_long_way_and_only_plain_ones_early(
         seen = [(a.status_code, a.content, {h: a.headers.get(h) for h in COMPARED})
                 for a in answers]
         assert seen[0] == seen[1], (method, path, given)
+        assert seen[0][0] < 500, (method, path, given, seen[0])
         assert (answered_early[-1:] == [path.split("?")[0]]) == plain, (method, path, given)
         answered_early.clear()
     with caplog.at_level(logging.INFO, "petstore.access"):
@@ -163,3 +172,35 @@ def test_every_write_answers_as_the_long_way_and_only_plain_ones_early(
                       content=BODY)
     line = next(r for r in caplog.records if r.name == "petstore.access")
     assert (line.path, line.status, line.key_id) == (PLACE, 201, 1)
+
+
+def test_a_client_that_leaves_mid_body_is_logged_as_the_long_way_logs_it(
+    settings: Settings, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    early, long, bearer = _apps(settings, tmp_path)
+    headers = [(k.lower().encode(), v.encode()) for k, v in _headers(
+        {**JSON, "Idempotency-Key": "left", "Content-Length": str(len(BODY))}, bearer)]
+
+    async def leave(app: Any) -> list[Any]:
+        pieces = iter([{"type": "http.request", "body": BODY[:5], "more_body": True},
+                       {"type": "http.disconnect"}])
+        sent: list[Any] = []
+
+        async def receive() -> Any:
+            return next(pieces, {"type": "http.disconnect"})
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+                 "method": "POST", "scheme": "http", "path": PLACE, "raw_path": PLACE.encode(),
+                 "root_path": "", "query_string": b"", "headers": headers,
+                 "client": ("127.0.0.1", 50000), "server": ("testserver", 80)}
+        await app(scope, receive, send)
+        return [m.get("status") for m in sent if m["type"] == "http.response.start"]
+
+    with early, long, caplog.at_level(logging.INFO, "petstore.access"):
+        statuses = [client.portal.call(leave, client.app) for client in (early, long)]
+    lines = [(r.path, r.status, r.key_id) for r in caplog.records if r.name == "petstore.access"]
+    assert statuses[0] == statuses[1]
+    assert lines[0] == lines[1] and lines[0][:1] == (PLACE,) and lines[0][2] == 1, lines

@@ -52,11 +52,13 @@ class BodyLimit:
                 body.decode("utf-8")
             except UnicodeDecodeError:
                 raise whole_body_problem("not_utf8") from None
-        if length and length != b"%d" % len(body):
-            # Its length in plain digits, as validation reads it with int(): a value of
-            # leading zeros past 4,300 digits made that a ValueError, and a 500.
-            scope["headers"] = [(name, b"%d" % len(body) if name == b"content-length"
-                                 else value) for name, value in scope["headers"]]
+        if (length or body) and length != b"%d" % len(body):
+            # Validation reads the body's length from Content-Length, with int(): a chunked
+            # body has none, and was refused as missing; a value of leading zeros past
+            # 4,300 digits made int() a ValueError, and a 500.
+            scope["headers"] = [*((name, value) for name, value in scope["headers"]
+                                  if name != b"content-length"),
+                                (b"content-length", b"%d" % len(body))]
         await self.app(scope, replay([{"type": "http.request", "body": body}], receive), send)
 
 

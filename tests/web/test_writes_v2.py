@@ -147,6 +147,22 @@ def test_a_body_over_16_kib_is_413_whether_announced_or_streamed(
     assert_error(client.post(LIST, content=chunks(), headers=sent), 413, "payload_too_large")
 
 
+def test_a_body_sent_chunked_is_read_as_one_with_its_length(
+        client: Any, auth: dict[str, str]) -> None:
+    sent = {**auth, "Idempotency-Key": "k-chunked", "Content-Type": "application/json"}
+
+    def chunks() -> Any:  # no Content-Length: sent chunked
+        yield b'{"petId": 7, '
+        yield b'"quantity": 2}'
+
+    placed = client.post(LIST, content=chunks(), headers=sent)
+    assert placed.status_code == 201, placed.text
+    assert placed.json()["petId"] == 7 and placed.json()["quantity"] == 2
+    shipped = client.post(f"{LIST}/{placed.json()['id']}/ship", headers=auth, content=iter(
+        [b'{"shipDate": ', b'"2026-12-01T10:00:00Z"}']))
+    assert shipped.status_code == 200 and shipped.json()["shipDate"] == "2026-12-01T10:00:00Z"
+
+
 def test_a_key_being_placed_is_409_in_use_with_retry_after(
         app: Any, client: Any, auth: dict[str, str]) -> None:
     entered, release = threading.Event(), threading.Event()

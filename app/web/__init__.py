@@ -57,8 +57,8 @@ from app.web.routing import (
     V2,
     RoutedOnly,
     TagResolver,
-    documents,
     header_parameters,
+    operations,
 )
 from app.web.security import KeyringForRequests
 
@@ -82,15 +82,8 @@ CACHED_ANSWERS = frozenset({f"{V2.handlers}.orders.list_orders",
 def _operations() -> dict[str, tuple[str, dict[str, Any]]]:
     """Resolved operation id -> (path template, the operation's definition), for the
     access log and the deprecation signals."""
-    operations = {}
-    for api, spec in documents():
-        resolver = TagResolver(api.handlers)
-        for path, item in spec["paths"].items():
-            for operation in item.values():
-                if isinstance(operation, dict) and "operationId" in operation:
-                    operations[resolver.handler_for(operation)] = (api.base_path + path,
-                                                                   operation)
-    return operations
+    return {operation.id: (operation.template, operation.definition)
+            for operation in operations()}
 
 
 def create_app(settings: Settings | None = None) -> FlaskApp:

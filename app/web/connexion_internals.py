@@ -100,7 +100,8 @@ def routed_base_path(scope: Scope) -> str | None:
 
 def mark_routed(scope: Scope, operation_id: str, info: dict[str, Any]) -> None:
     """Record in the scope what Connexion's router and security would have (the operation,
-    the token info), for a request answered before them (repeats.RepeatedReads)."""
+    the token info), for a request answered before them (repeats.RepeatedReads,
+    early_writes.EarlyWrites)."""
     extensions = scope.setdefault("extensions", {})
     extensions[ROUTING] = {"operation_id": operation_id}
     extensions[CONTEXT] = {"token_info": info}

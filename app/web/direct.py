@@ -13,7 +13,9 @@ request id and the access line, the 400s, 401s, 403s, 413s and 415s of routing, 
 validation and the body limit, response validation, and the Error bodies, which the error
 handlers make from the domain's exceptions the handler raises, as they did from Flask. A
 direct handler is its operation's one code path: Flask's view of it only says it is not
-served there (connexion_internals.prepare_operations).
+served there (connexion_internals.prepare_operations). A plainly valid request to one is
+answered earlier still, before routing, security and validation, which could only let it
+through (early_writes.py), by the same handler and answer_call.
 """
 
 from __future__ import annotations

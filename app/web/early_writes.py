@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.services import Services
 from app.core.storage.records import ApiKey
-from app.web.bodies import MAX_BODY_BYTES, replay
+from app.web.bodies import MAX_BODY_BYTES, content_length, replay
 from app.web.bridge import HandlerThreads
 from app.web.connexion_internals import (
     CANONICAL_INTEGER,
@@ -24,7 +24,7 @@ from app.web.connexion_internals import (
     mark_routed,
 )
 from app.web.direct import Answer, Call, answer_call
-from app.web.routing import METHODS, TagResolver, resolved_documents
+from app.web.routing import Operation, operations
 from app.web.security import LOOKED_UP, authorization_headers, key_info
 
 JSON = b"application/json"
@@ -44,13 +44,11 @@ class Write:
     body_required: bool  # whether a request without a body is refused
 
 
-def plan(operation: str, handler: Callable[[Call], Answer], method: str, template: str,
-         definition: dict[str, Any], path_level: list[dict[str, Any]]) -> Write | None:
-    """The Write of a direct operation, from its definition with every $ref resolved
-    (connexion_internals.resolved); None when it declares something this does not check,
-    and so always goes the long way."""
+def plan(operation: Operation, handler: Callable[[Call], Answer]) -> Write | None:
+    """The Write of a direct operation; None when it declares something this does not
+    check, and so always goes the long way."""
     path_parameters, headers = {}, {}
-    for parameter in [*path_level, *definition.get("parameters", ())]:
+    for parameter in operation.parameters:
         schema = parameter.get("schema", {})
         validator = ParameterValidator.validator(parameter)
         if parameter["in"] == "path" and schema.get("type") == "integer":
@@ -61,40 +59,28 @@ def plan(operation: str, handler: Callable[[Call], Answer], method: str, templat
         else:  # a query parameter, a cookie, another type: Connexion's to read
             return None
     body, body_required = None, False
-    if "requestBody" in definition:
-        content = definition["requestBody"].get("content", {})
+    if "requestBody" in operation.definition:
+        request_body = operation.definition["requestBody"]
+        content = request_body.get("content", {})
         schema = content.get(JSON.decode(), {}).get("schema")
         if set(content) != {JSON.decode()} or schema is None:
             return None
         body = JSONBodyValidator.validator_for(schema)
         # Connexion reads a missing body as the schema's default, where it has one.
-        body_required = (bool(definition["requestBody"].get("required"))
-                         and schema.get("default") is None)
-    pattern = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(template))
-    return Write(operation, handler, method.upper(), re.compile(pattern), path_parameters,
-                 headers, body, body_required)
+        body_required = bool(request_body.get("required")) and schema.get("default") is None
+    pattern = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(operation.template))
+    return Write(operation.id, handler, operation.method, re.compile(pattern),
+                 path_parameters, headers, body, body_required)
 
 
 def plans(handlers: dict[str, Callable[[Call], Answer]],
           long_way: frozenset[str]) -> list[Write]:
     """The Writes of the direct operations (resolved operation id -> handler) of the
     metered documents, but those that always go the long way."""
-    writes = []
-    for api, document in resolved_documents():
-        if not api.metered:
-            continue
-        resolver = TagResolver(api.handlers)
-        for template, item in document["paths"].items():
-            for method, definition in item.items():
-                operation = resolver.handler_for(definition) \
-                    if method in METHODS and "operationId" in definition else None
-                if operation in handlers and operation not in long_way:
-                    write = plan(operation, handlers[operation], method,
-                                 api.base_path + template, definition,
-                                 item.get("parameters", []))
-                    if write is not None:
-                        writes.append(write)
-    return writes
+    writes = (plan(operation, handlers[operation.id]) for operation in operations()
+              if operation.api.metered and operation.id in handlers
+              and operation.id not in long_way)
+    return [write for write in writes if write is not None]
 
 
 class EarlyWrites:
@@ -206,13 +192,9 @@ def _length(headers: list[tuple[bytes, bytes]]) -> int | None:
             lengths.append(value)
     if not lengths:
         return 0
-    value = lengths[0] if len(lengths) == 1 else b""
-    # Plain digits, as many as MAX_BODY_BYTES has at most (no leading zeros, no int() of
-    # thousands of digits); BodyLimit and validation judge any other.
-    if not value.isdigit() or len(value) > len(str(MAX_BODY_BYTES)) \
-            or value != b"%d" % int(value):
+    if len(lengths) > 1 or not lengths[0].isdigit():
         return None
-    length = int(value)
+    length = content_length(lengths[0])
     return length if length <= MAX_BODY_BYTES else None
 
 

@@ -60,10 +60,34 @@ def documents() -> tuple[tuple[Api, dict[str, Any]], ...]:
                  for api in APIS)
 
 
+@dataclass(frozen=True)
+class Operation:
+    """One operation of a served document, every $ref resolved (not to be changed: it is
+    shared)."""
+
+    id: str  # the resolved operation id: its handler's dotted name (TagResolver)
+    api: Api
+    method: str  # "POST"
+    template: str  # its path with the API's base path: "/v2/store/orders/{orderId}"
+    definition: dict[str, Any]
+    parameters: tuple[dict[str, Any], ...]  # the path's own, then the operation's
+
+
 @functools.cache
-def resolved_documents() -> tuple[tuple[Api, dict[str, Any]], ...]:
-    """Every API with its document, every $ref resolved (not to be changed: it is shared)."""
-    return tuple((api, resolved(document)) for api, document in documents())
+def operations() -> tuple[Operation, ...]:
+    """Every operation of every document, read once, its $refs resolved as Connexion
+    resolves them (connexion_internals.resolved)."""
+    found = []
+    for api, document in documents():
+        resolver = TagResolver(api.handlers)
+        for path, item in resolved(document)["paths"].items():
+            for method, definition in item.items():
+                if method in METHODS and "operationId" in definition:
+                    found.append(Operation(
+                        resolver.handler_for(definition), api, method.upper(),
+                        api.base_path + path, definition,
+                        (*item.get("parameters", ()), *definition.get("parameters", ()))))
+    return tuple(found)
 
 
 @functools.cache
@@ -89,31 +113,13 @@ def allowed_methods(path: str) -> str | None:
     return next((methods for pattern, methods in _paths() if pattern.match(path)), None)
 
 
-def _resolved(document: dict[str, Any], item: dict[str, Any]) -> dict[str, Any]:
-    """item, or what its local $ref ("#/components/parameters/OrderId") points at."""
-    while "$ref" in item:
-        item = functools.reduce(lambda node, part: node[part],
-                                item["$ref"].removeprefix("#/").split("/"), document)
-    return item
-
-
 @functools.cache
 def header_parameters() -> dict[str, dict[bytes, dict[str, Any]]]:
     """Resolved operation id -> the request headers its document declares as parameters
-    (lower-case name -> the parameter, $refs resolved), the path's own included."""
-    declared: dict[str, dict[bytes, dict[str, Any]]] = {}
-    for api, document in documents():
-        resolver = TagResolver(api.handlers)
-        for item in document["paths"].values():
-            for method, operation in item.items():
-                if method not in METHODS or "operationId" not in operation:
-                    continue
-                parameters = [_resolved(document, p) for p in
-                              (*item.get("parameters", ()), *operation.get("parameters", ()))]
-                declared[resolver.handler_for(operation)] = {
-                    p["name"].lower().encode("latin-1"): p
-                    for p in parameters if p.get("in") == "header"}
-    return declared
+    (lower-case name -> the parameter), the path's own included."""
+    return {operation.id: {p["name"].lower().encode("latin-1"): p
+                           for p in operation.parameters if p.get("in") == "header"}
+            for operation in operations()}
 
 
 def snake_case(name: str) -> str:

@@ -233,14 +233,48 @@ def median_load(loads: list[Load]) -> Load:
 
 
 def table(rows: list[tuple[str, Load, str]]) -> str:
-    """A fixed-width table: name, req/s, p50, p99, p99/p50, CPU, and a comparison."""
+    """A fixed-width table: name, req/s, p50, p99, p99/p50, CPU, and a comparison; a row
+    with answers of 400 or more says how many (wrk counts them), so that a run that
+    measured refusals (an order already cancelled, an id past the last) shows as such."""
     width = max([44, *(len(name) for name, _, _ in rows)])
     lines = [f"{'scenario':<{width}} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'p99/p50':>7}"
              f" {'CPU us/req':>10}  comparison"]
     for name, load, comparison in rows:
+        if load.non_2xx:
+            comparison = (f"{comparison}  " if comparison else "") + (
+                f"[{load.non_2xx:,} of {load.requests:,} answers 4xx or 5xx]")
         lines.append(f"{name:<{width}} {load.rps:>8.0f} {load.p50_ms:>7.2f} {load.p99_ms:>7.2f}"
                      f" {load.p99_ms / load.p50_ms:>7.1f} {load.cpu_us:>10.0f}  {comparison}")
     return "\n".join(lines)
+
+
+class DistinctIds:
+    """The wrk scripts of runs that each move orders no earlier run has touched: script
+    (a Lua template counting up from {first}) is written afresh before each run, starting
+    past the last id the run before could have sent, its requests and one in flight per
+    connection. A fixed share of the ids per run let a faster server's runs reach into the
+    next run's share, which then measured 409s for orders already cancelled (issue 34).
+    Where every server's database holds the same orders, one DistinctIds serves them all;
+    one made `after` another starts where that one ended. measure() (bench/service.py)
+    calls ran() after each run."""
+
+    def __init__(self, folder: Path, name: str, script: str, first: int = 0,
+                 after: DistinctIds | None = None) -> None:
+        self.folder = folder
+        self.name = name
+        self.script = script
+        self.next = first
+        self.after = after
+
+    def __call__(self) -> Path:
+        if self.after is not None:
+            self.next = max(self.next, self.after.next)
+        path = self.folder / f"{self.name}-{self.next}.lua"
+        path.write_text(self.script.replace("{first}", str(self.next)))
+        return path
+
+    def ran(self, load: Load, connections: int) -> None:
+        self.next += load.requests + connections
 
 
 Found = tuple[list[tuple[str, "Load", str]], list[str]]

@@ -129,8 +129,6 @@ def main() -> None:
             comparisons.append(f"{ratio:.2f}x {baseline} (target >= {at_least}) {verdict};"
                                f" by CPU a request {by_cpu:.2f}x")
         comparison = " | ".join(comparisons) or "baseline"
-        if load.non_2xx:
-            comparison += f"  [{load.non_2xx} non-2xx answers]"
         rows.append((f"GET list of {args.orders}, {name}", load, comparison))
     print(f"\nQuotas, one worker: medians of {args.runs} rounds of {args.seconds} s runs; "
           "ratios are medians of each round's ratio")

@@ -23,16 +23,29 @@ from __future__ import annotations
 import argparse
 import http.client
 import math
+import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench.harness import ROOT, Load, free_port, median_load, say, server, table, worktree, wrk
-from bench.quotas import GUNICORN, LIST, SERVICE_CONFIG, prepare
+from bench.harness import (
+    ROOT,
+    DistinctIds,
+    Load,
+    free_port,
+    median_load,
+    say,
+    server,
+    table,
+    worktree,
+    wrk,
+)
+from bench.quotas import GUNICORN, LIST, PETSTORE, SERVICE_CONFIG, prepare
 
 SYNC = [sys.executable, "-m", "gunicorn", "--worker-class", "sync", "--workers", "1",
         "--no-control-socket", "--log-level", "warning"]
@@ -107,9 +120,12 @@ def measure(scenarios: dict[str, dict[str, Any]], runs: int,
             # the same other one, or first or last in a round (this machine drifts).
             turns = list(targets.items())
             for who, (url, headers, script) in turns if run % 2 else reversed(turns):
-                load = wrk(url, headers, seconds, connections=plan.get("connections", 10),
+                connections = plan.get("connections", 10)
+                load = wrk(url, headers, seconds, connections=connections,
                            script=script() if callable(script) else script,
                            process=processes[who], pin=plan.get("pin", True))
+                if isinstance(script, DistinctIds):
+                    script.ran(load, connections)
                 results[name][who].append(load)
                 say(f"{name}, {who}, run {run}/{runs}: {load.rps:.0f} req/s, "
                     f"p99 {load.p99_ms:.1f} ms")
@@ -155,13 +171,17 @@ def main() -> None:
             auth = {"Authorization": f"Bearer {key}"}
             pinned = {who: command for who, command in servers.items()
                       if size == sizes[0] or who not in FASTAPI}
-            blocks = [(True, pinned)]
+            blocks = [(True, pinned, env, auth)]
             if size == sizes[0]:  # unpinned: the service and plain Flask share both cores
+                # Over orders of their own: the pinned block's writes (when this size is
+                # also the last) have cancelled and placed orders in the first database.
+                unpinned_env, unpinned_key = prepare(Path(folder) / f"{size}-unpinned", size)
                 blocks.append((False, {who: command for who, command in servers.items()
-                                       if who != "raw ASGI" and who not in FASTAPI}))
-            for pin, chosen in blocks:
-                results = _serve_and_measure(chosen, trees, env, auth, size, sizes,
-                                             connections, pin, Path(folder), args)
+                                       if who != "raw ASGI" and who not in FASTAPI},
+                               unpinned_env, {"Authorization": f"Bearer {unpinned_key}"}))
+            for pin, chosen, block_env, block_auth in blocks:
+                results = _serve_and_measure(chosen, trees, block_env, block_auth, size,
+                                             sizes, connections, pin, Path(folder), args)
                 rows += rows_for(results)
                 everything.update(results)
     print("\nThe service against its baselines: medians of rounds; ratios are medians of "
@@ -227,15 +247,15 @@ def _serve_and_measure(servers: dict[str, tuple[list[str], str]], trees: dict[st
                        args: argparse.Namespace) -> dict[str, dict[str, list[Load]]]:
     where = "" if pin else "unpinned, "
     with ExitStack() as stack:
-        ports, processes = {}, {}
+        ports, processes, envs = {}, {}, {}
         for who, (command, target) in servers.items():
             port = ports[who] = free_port()
-            own = env
+            own = envs[who] = env
             if who.startswith("service at "):
                 # A database of its own: two services writing one SQLite file would each pay
                 # the other's WAL checkpoints (it showed as a 23% fall of DELETE that was not
                 # there when each had its own).
-                own = {**env, "PETSTORE_DATABASE": _copy(env["PETSTORE_DATABASE"])}
+                own = envs[who] = {**env, "PETSTORE_DATABASE": _copy(env["PETSTORE_DATABASE"])}
             processes[who] = stack.enter_context(server(
                 [*command, "--bind", f"127.0.0.1:{port}", target],
                 {**own, "PETSTORE_RATELIMIT_STORAGE": "memory://"}, port, LIST, auth,
@@ -264,30 +284,44 @@ def _serve_and_measure(servers: dict[str, tuple[list[str], str]], trees: dict[st
                     **common}
         results = measure(scenarios, args.runs, args.seconds)
         if size == sizes[-1] and pin:
-            taken = {"first": 0}
+            pending = _add_pending(folder, {who: envs[who] for who in services}, size, args,
+                                   connections)
             for count in connections:
-                results.update(measure_deletes(folder, {who: ports[who] for who in services},
-                                               processes, auth, size, args, count, taken))
+                results.update(measure_deletes({who: ports[who] for who in services},
+                                               processes, auth, count, args, pending))
             results.update(measure_places(folder, ports["service"], processes, auth, args,
                                           connections[0]))
     return results
 
 
-def measure_deletes(folder: Path, ports: dict[str, int], processes: dict[str, Any],
-                    auth: dict[str, str], size: int, args: argparse.Namespace,
-                    connections: int, taken: dict[str, int]) -> dict[str, dict[str, list[Load]]]:
-    """DELETE of distinct pending orders: each run (of each server, over one database, at
-    each connection count) cancels ids no earlier run touched; taken holds the next one."""
-    step = size // (args.runs * len(ports) * len(args.connections.split(",")) + 1)
+# The most DELETEs a second a run is given pending orders for (the service does about
+# 5,000 on one core here); a faster run reaches past them and its row shows 404 answers.
+DELETES_A_SECOND_AT_MOST = 10_000
 
-    def script() -> Path:
-        path = folder / f"delete-{taken['first']}.lua"
-        path.write_text(DELETE_SCRIPT.replace("{first}", str(taken["first"]))
-                        .replace("{list}", LIST))
-        taken["first"] += step
-        return path
 
-    plan = {"targets": {who: (f"http://127.0.0.1:{port}{LIST}", auth, script)
+def _add_pending(folder: Path, services: dict[str, dict[str, str]], size: int,
+                 args: argparse.Namespace, connections: list[int]) -> DistinctIds:
+    """Pending orders for every run of DELETE, added once the lists have been measured over
+    the size asked: ids from size + 1 on, imported into each service's database (made by
+    today's CLI, as prepare() made it); and the scripts that cancel them, each run ids no
+    earlier one touched."""
+    count = (args.runs * len(services) * len(connections)
+             * (DELETES_A_SECOND_AT_MOST * args.seconds + max(connections)))
+    rows = "\n".join(f'{{"id": {i}, "petId": {i % 97}, "quantity": 1}}'
+                     for i in range(size + 1, size + count + 1))
+    for who, env in services.items():
+        say(f"adding {count:,} pending orders for DELETE to {who}'s database...")
+        subprocess.run([*PETSTORE, "orders", "import", "--format", "ndjson", "-"], input=rows,
+                       text=True, check=True, capture_output=True, env={**os.environ, **env})
+    return DistinctIds(folder, "delete", DELETE_SCRIPT.replace("{list}", LIST), first=size)
+
+
+def measure_deletes(ports: dict[str, int], processes: dict[str, Any], auth: dict[str, str],
+                    connections: int, args: argparse.Namespace,
+                    pending: DistinctIds) -> dict[str, dict[str, list[Load]]]:
+    """DELETE of distinct pending orders: each run (of each server, over its database, at
+    each connection count) cancels ids no earlier run touched."""
+    plan = {"targets": {who: (f"http://127.0.0.1:{port}{LIST}", auth, pending)
                         for who, port in ports.items()},
             "processes": processes, "connections": connections}
     return measure({f"DELETE of pending orders, {connections} connections": plan},

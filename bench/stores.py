@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import (
+    DistinctIds,
     Load,
     free_port,
     median_load,
@@ -85,7 +86,8 @@ def run(args: argparse.Namespace, postgres: str) -> list[tuple[str, Load, str]]:
                 results.update(measure({f"GET list of {size:,}": plan}, args.runs,
                                        args.seconds))
                 if size != 10:
-                    deletes = {store: _deletes(Path(folder), store, size, args.runs)
+                    deletes = {store: DistinctIds(Path(folder), f"delete-{store}",
+                                                  DELETE_SCRIPT.replace("{list}", LIST))
                                for store in STORES}
                     plan = {"targets": {store: (urls[store], auths[store], deletes[store])
                                         for store in STORES},
@@ -100,20 +102,6 @@ def run(args: argparse.Namespace, postgres: str) -> list[tuple[str, Load, str]]:
             comparison = f"{ratio:.2f}x SQLite" if store == "PostgreSQL" else ""
             rows.append((f"{scenario}, {store}", median_load(by_store[store]), comparison))
     return rows
-
-
-def _deletes(folder: Path, store: str, size: int, runs: int) -> Any:
-    """A wrk script per run that cancels ids no earlier run of this store touched."""
-    state = {"first": 0}
-
-    def script() -> Path:
-        path = folder / f"delete-{store}-{state['first']}.lua"
-        path.write_text(DELETE_SCRIPT.replace("{first}", str(state["first"]))
-                        .replace("{list}", LIST))
-        state["first"] += size // (runs + 1)
-        return path
-
-    return script
 
 
 def _empty(url: str) -> None:

@@ -38,6 +38,7 @@ from app.core.keys import digest
 from bench import write_baselines
 from bench.harness import (
     ROOT,
+    DistinctIds,
     Found,
     Load,
     free_port,
@@ -116,18 +117,9 @@ def run(store: str, database: str, peer_database: str, args: argparse.Namespace,
         heads = {who: servers[who][4] for who in servers}
         # Each run of cancel and of ship takes ids no other run has taken: every database
         # holds the same orders, so one counter serves every server.
-        slots = args.runs * len(ports) * 2 + 1
-        step = args.orders // slots
-        taken = {"next": 0}
-
-        def ranged(template: str, name: str) -> Any:
-            def script() -> Path:
-                path = folder / f"{store}-{name}-{taken['next']}.lua"
-                path.write_text(template.replace("{first}", str(taken["next"]))
-                                .replace("{list}", "/v1/store/orders"))
-                taken["next"] += step
-                return path
-            return script
+        cancels = DistinctIds(folder, f"{store}-cancel",
+                              DELETE_SCRIPT.replace("{list}", "/v1/store/orders"))
+        ships = DistinctIds(folder, f"{store}-ship", SHIP_SCRIPT, after=cancels)
 
         runs = iter(range(1_000_000))
 
@@ -142,13 +134,13 @@ def run(store: str, database: str, peer_database: str, args: argparse.Namespace,
         common = {"processes": processes, "connections": CONNECTIONS}
         scenarios: dict[str, dict[str, Any]] = {
             f"{store}: cancel (v1 DELETE)": {"targets": {
-                who: (f"{url}/v1/store/orders", heads[who], ranged(DELETE_SCRIPT, "cancel"))
+                who: (f"{url}/v1/store/orders", heads[who], cancels)
                 for who, url in base.items()}, **common},
             f"{store}: place (v2 POST)": {"targets": {
                 who: (f"{url}/v2/store/orders", heads[who], placing)
                 for who, url in base.items()}, **common},
             f"{store}: ship (v2 POST .../ship)": {"targets": {
-                who: (f"{url}/v2/store/orders", heads[who], ranged(SHIP_SCRIPT, "ship"))
+                who: (f"{url}/v2/store/orders", heads[who], ships)
                 for who, url in base.items()}, **common},
             f"{store}: read (v2 GET one order)": {"targets": {
                 who: (f"{base[who]}/v2/store/orders/1", heads[who], None)

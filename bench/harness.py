@@ -157,6 +157,9 @@ class Load:
     non_2xx: int
     requests: int = 0
     cpu_us: float = float("nan")
+    # Requests wrk lost to a connection closed or a socket read or write that failed: sent
+    # (or about to be) but counted in neither requests nor non_2xx.
+    lost: int = 0
 
 
 _UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
@@ -216,9 +219,12 @@ def wrk(url: str, headers: dict[str, str], seconds: int, connections: int = 10,
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore[union-attr]
     requests = int(re.search(r"(\d+) requests in", output).group(1))  # type: ignore[union-attr]
     bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", output)
+    errors = re.search(r"Socket errors: connect \d+, read (\d+), write (\d+), timeout (\d+)",
+                       output)
     return Load(rps, _latency(output, "50"), _latency(output, "99"),
                 int(bad.group(1)) if bad else 0, requests,
-                cpu / requests * 1e6 if requests else float("nan"))
+                cpu / requests * 1e6 if requests else float("nan"),
+                sum(map(int, errors.groups())) if errors else 0)
 
 
 def median_load(loads: list[Load]) -> Load:
@@ -229,6 +235,7 @@ def median_load(loads: list[Load]) -> Load:
         sum(x.non_2xx for x in loads),
         sum(x.requests for x in loads),
         statistics.median(x.cpu_us for x in loads),
+        sum(x.lost for x in loads),
     )
 
 
@@ -251,12 +258,14 @@ def table(rows: list[tuple[str, Load, str]]) -> str:
 class DistinctIds:
     """The wrk scripts of runs that each move orders no earlier run has touched: script
     (a Lua template counting up from {first}) is written afresh before each run, starting
-    past the last id the run before could have sent, its requests and one in flight per
-    connection. A fixed share of the ids per run let a faster server's runs reach into the
-    next run's share, which then measured 409s for orders already cancelled (issue 34).
-    Where every server's database holds the same orders, one DistinctIds serves them all;
-    one made `after` another starts where that one ended. measure() (bench/service.py)
-    calls ran() after each run."""
+    past the last id the run before could have sent: its requests, those wrk lost to a
+    socket error, and one in flight per connection. (One count for the run: wrk() runs one
+    thread, and with more each would count from {first}.) A fixed share of the ids per run
+    let a faster server's runs reach into the next run's share: its cancels then found
+    orders already cancelled, which answers 204 and changes nothing, and its ships 409
+    (issue 34). Where every server's database holds the same orders, one DistinctIds serves
+    them all; one made `after` another starts where that one ended. measure()
+    (bench/service.py) calls ran() after each run."""
 
     def __init__(self, folder: Path, name: str, script: str, first: int = 0,
                  after: DistinctIds | None = None) -> None:
@@ -274,7 +283,7 @@ class DistinctIds:
         return path
 
     def ran(self, load: Load, connections: int) -> None:
-        self.next += load.requests + connections
+        self.next += load.requests + load.lost + connections
 
 
 Found = tuple[list[tuple[str, "Load", str]], list[str]]

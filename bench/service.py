@@ -25,6 +25,7 @@ import http.client
 import math
 import os
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -300,28 +301,37 @@ DELETES_A_SECOND_AT_MOST = 10_000
 
 
 def _add_pending(folder: Path, services: dict[str, dict[str, str]], size: int,
-                 args: argparse.Namespace, connections: list[int]) -> DistinctIds:
+                 args: argparse.Namespace, connections: list[int]) -> dict[str, DistinctIds]:
     """Pending orders for every run of DELETE, added once the lists have been measured over
     the size asked: ids from size + 1 on, imported into each service's database (made by
-    today's CLI, as prepare() made it); and the scripts that cancel them, each run ids no
+    today's CLI, as prepare() made it) and checkpointed, so that no run pays for the
+    import's WAL; and for each service, the scripts that cancel them, each run ids no
     earlier one touched."""
-    count = (args.runs * len(services) * len(connections)
+    count = (args.runs * len(connections)
              * (DELETES_A_SECOND_AT_MOST * args.seconds + max(connections)))
     rows = "\n".join(f'{{"id": {i}, "petId": {i % 97}, "quantity": 1}}'
                      for i in range(size + 1, size + count + 1))
+    scripts = {}
     for who, env in services.items():
         say(f"adding {count:,} pending orders for DELETE to {who}'s database...")
-        subprocess.run([*PETSTORE, "orders", "import", "--format", "ndjson", "-"], input=rows,
-                       text=True, check=True, capture_output=True, env={**os.environ, **env})
-    return DistinctIds(folder, "delete", DELETE_SCRIPT.replace("{list}", LIST), first=size)
+        done = subprocess.run([*PETSTORE, "orders", "import", "--format", "ndjson", "-"],
+                              input=rows, text=True, capture_output=True,
+                              env={**os.environ, **env})
+        if done.returncode != 0:
+            raise SystemExit(f"petstore orders import failed: {done.stderr.strip()}")
+        with sqlite3.connect(env["PETSTORE_DATABASE"]) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        scripts[who] = DistinctIds(folder, f"delete-{who.replace(' ', '-')}",
+                                   DELETE_SCRIPT.replace("{list}", LIST), first=size)
+    return scripts
 
 
 def measure_deletes(ports: dict[str, int], processes: dict[str, Any], auth: dict[str, str],
                     connections: int, args: argparse.Namespace,
-                    pending: DistinctIds) -> dict[str, dict[str, list[Load]]]:
+                    pending: dict[str, DistinctIds]) -> dict[str, dict[str, list[Load]]]:
     """DELETE of distinct pending orders: each run (of each server, over its database, at
-    each connection count) cancels ids no earlier run touched."""
-    plan = {"targets": {who: (f"http://127.0.0.1:{port}{LIST}", auth, pending)
+    each connection count) cancels ids no earlier run on that database touched."""
+    plan = {"targets": {who: (f"http://127.0.0.1:{port}{LIST}", auth, pending[who])
                         for who, port in ports.items()},
             "processes": processes, "connections": connections}
     return measure({f"DELETE of pending orders, {connections} connections": plan},

@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.web.validation import whole_body_problem
 
 MAX_BODY_BYTES = 16 * 1024
+LIMIT_DIGITS = len(str(MAX_BODY_BYTES))
 
 
 def too_large() -> ClientProblem:
@@ -63,10 +64,10 @@ class BodyLimit:
 
 
 def content_length(value: bytes) -> int:
-    """A Content-Length of digits as a number; any of more than seven digits (bar leading
-    zeros) as one past MAX_BODY_BYTES, which int() could not read past 4,300 digits."""
+    """A Content-Length of digits as a number; one of more digits than MAX_BODY_BYTES has
+    (bar leading zeros) as one past it, which int() could not read past 4,300 digits."""
     digits = value.lstrip(b"0")
-    return int(digits or b"0") if len(digits) <= 7 else MAX_BODY_BYTES + 1
+    return int(digits or b"0") if len(digits) <= LIMIT_DIGITS else MAX_BODY_BYTES + 1
 
 
 def replay(messages: list[Message], receive: Receive) -> Receive:

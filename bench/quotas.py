@@ -41,16 +41,25 @@ def prepare(folder: Path, orders: int,
 
     env = {**os.environ, "PETSTORE_DATABASE": database or str(folder / "bench.db")}
     subprocess.run([*PETSTORE, "init"], env=env, check=True, capture_output=True)
-    rows = "\n".join(f'{{"id": {i}, "petId": {i % 97}, "quantity": 1}}'
-                     for i in range(1, orders + 1))
-    subprocess.run([*PETSTORE, "orders", "import", "--format", "ndjson", "-"], input=rows,
-                   env=env, check=True, capture_output=True, text=True)
+    add_orders(env, 1, orders)
     key = subprocess.run(
         [*PETSTORE, "keys", "create", "--plan", "enterprise", "--name", "bench",
          "--per-minute", HUGE, "--per-day", HUGE],
         env=env, check=True, capture_output=True, text=True,
     ).stdout.strip()
     return env, key
+
+
+def add_orders(env: dict[str, str], first: int, count: int) -> None:
+    """Pending orders first to first + count - 1 in env's database, by the CLI's import."""
+    import subprocess
+
+    rows = "\n".join(f'{{"id": {i}, "petId": {i % 97}, "quantity": 1}}'
+                     for i in range(first, first + count))
+    done = subprocess.run([*PETSTORE, "orders", "import", "--format", "ndjson", "-"],
+                          input=rows, env={**os.environ, **env}, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"petstore orders import failed: {done.stderr.strip()}")
 
 
 def cleanup_redis(url: str, prefix: str) -> None:

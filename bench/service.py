@@ -23,11 +23,9 @@ from __future__ import annotations
 import argparse
 import http.client
 import math
-import os
 import shutil
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 from contextlib import ExitStack
@@ -46,7 +44,7 @@ from bench.harness import (
     worktree,
     wrk,
 )
-from bench.quotas import GUNICORN, LIST, PETSTORE, SERVICE_CONFIG, prepare
+from bench.quotas import GUNICORN, LIST, SERVICE_CONFIG, add_orders, prepare
 
 SYNC = [sys.executable, "-m", "gunicorn", "--worker-class", "sync", "--workers", "1",
         "--no-control-socket", "--log-level", "warning"]
@@ -309,16 +307,10 @@ def _add_pending(folder: Path, services: dict[str, dict[str, str]], size: int,
     earlier one touched."""
     count = (args.runs * len(connections)
              * (DELETES_A_SECOND_AT_MOST * args.seconds + max(connections)))
-    rows = "\n".join(f'{{"id": {i}, "petId": {i % 97}, "quantity": 1}}'
-                     for i in range(size + 1, size + count + 1))
     scripts = {}
     for who, env in services.items():
         say(f"adding {count:,} pending orders for DELETE to {who}'s database...")
-        done = subprocess.run([*PETSTORE, "orders", "import", "--format", "ndjson", "-"],
-                              input=rows, text=True, capture_output=True,
-                              env={**os.environ, **env})
-        if done.returncode != 0:
-            raise SystemExit(f"petstore orders import failed: {done.stderr.strip()}")
+        add_orders(env, size + 1, count)
         with sqlite3.connect(env["PETSTORE_DATABASE"]) as conn:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         scripts[who] = DistinctIds(folder, f"delete-{who.replace(' ', '-')}",

@@ -1,22 +1,24 @@
-"""Conditional GET: weak ETags, and 304 Not Modified for a client whose copy is current.
+"""Conditional GET: weak ETags, 304 Not Modified for a client whose copy is current, and
+the answers kept per revision of the orders.
 
 v2's pages and single orders (tagged_json) carry an ETag of their content: 304 exactly
-when the bytes would be the same. AnswerCache keeps them, and v1's list, per revision of
-the orders and answers repeats, 304s included, before the handler thread.
+when the bytes would be the same. v1's order list has an ETag that names the service's
+version (the encoding may change with it) and the orders' revision, which every change to
+an order raises (app/core/listing.py).
 
-v1's order list has an ETag that names the service's version (the encoding may change
-with it) and the orders' revision, which every change to an order raises
-(app/core/listing.py). Revalidation answers a matching If-None-Match after Connexion has
-routed, authenticated, counted and validated the request, but before the request reaches
-Flask: a 304 needs one read of the revision and no handler thread. Any other request, and
-a list whose revision moved on, go on to the handler.
+A GET handler marked @kept makes an answer that depends only on its request's target, its
+caller and the orders' revision: AnswerCache keeps it and serves it again, 304s included,
+without a handler thread, while no order has changed; RepeatedReads (repeats.py) serves it
+earlier still. An answer is handed only to the key it was made for: a kept answer never
+carries one key's data to another.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple, TypeVar
 
 import flask
 from cachetools import LRUCache
@@ -25,9 +27,35 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
 from app.core.storage import Store
-from app.web.connexion_internals import routed_operation
+from app.web.exchange import exchange
 
-LIST_OPERATION = "app.web.handlers.v1.orders.list_orders"
+F = TypeVar("F", bound=Callable[..., Any])
+KEPT = "__petstore_kept__"  # the mark @kept puts on a handler
+
+
+def kept(revision_tag: Callable[[int], str] | None = None) -> Callable[[F], F]:
+    """Mark a GET handler whose answer AnswerCache may keep per target, caller and revision
+    of the orders. revision_tag, where given, is the handler's ETag at a revision: a
+    matching If-None-Match is then answered 304 from the revision alone, even for an answer
+    too large to keep."""
+
+    def mark(handler: F) -> F:
+        setattr(handler, KEPT, Keeping(revision_tag))
+        return handler
+
+    return mark
+
+
+class Keeping(NamedTuple):
+    """What @kept says of a handler."""
+
+    revision_tag: Callable[[int], str] | None
+
+
+def keeping_of(handler: Any) -> Keeping | None:
+    """What @kept says of a handler, or None where it is not marked."""
+    found: Keeping | None = getattr(handler, KEPT, None)
+    return found
 
 
 def list_etag(revision: int) -> str:
@@ -91,30 +119,6 @@ async def current_revision(store: Store) -> int:
     return await run_in_threadpool(store.revision)
 
 
-class Revalidation:
-    """304 with the current ETag and no body for a list request whose If-None-Match
-    matches. Added right before Connexion's context middleware (MiddlewarePosition
-    .BEFORE_CONTEXT), so security, quotas and validation have all run."""
-
-    def __init__(self, app: ASGIApp, *, store: Store) -> None:
-        self.app = app
-        self.store = store
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (scope["type"] == "http" and scope["method"] == "GET"
-                and routed_operation(scope) == LIST_OPERATION):
-            given = [v for k, v in scope["headers"] if k == b"if-none-match"]
-            if given:
-                # One row read; in WAL mode a reader never waits for a writer.
-                tag = list_etag(await current_revision(self.store))
-                if matches(b",".join(given).decode("latin-1"), tag):
-                    await send({"type": "http.response.start", "status": 304,
-                                "headers": [(b"etag", tag.encode("ascii"))]})
-                    await send({"type": "http.response.body", "body": b""})
-                    return
-        await self.app(scope, receive, send)
-
-
 ENTRY_OVERHEAD = 256  # bytes an answer's headers and key take, roughly, beside its body
 
 
@@ -129,17 +133,25 @@ class Kept(NamedTuple):
     operation: str
 
 
+Target = tuple[str, bytes, int]  # path, query, the caller's key id
+
+
 class Answers:
-    """The answers AnswerCache keeps, per request target (path and query), up to max_bytes
-    (least recently used first out); RepeatedReads serves them too."""
+    """The answers AnswerCache keeps, per request target (path and query) and caller (the
+    key's id), up to max_bytes (least recently used first out); RepeatedReads serves them
+    too."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self.kept: LRUCache[tuple[str, bytes], Kept] = LRUCache(
+        self.kept: LRUCache[Target, Kept] = LRUCache(
             maxsize=max(max_bytes, 1), getsizeof=lambda kept: len(kept.body) + ENTRY_OVERHEAD)
 
-    def get(self, scope: Scope) -> Kept | None:
-        return self.kept.get((scope["path"], scope.get("query_string", b"")))
+    @staticmethod
+    def target(scope: Scope, key_id: int) -> Target:
+        return scope["path"], scope.get("query_string", b""), key_id
+
+    def get(self, scope: Scope, key_id: int) -> Kept | None:
+        return self.kept.get(self.target(scope, key_id))
 
 
 async def send_kept(scope: Scope, send: Send, kept: Kept) -> None:
@@ -156,44 +168,61 @@ async def send_kept(scope: Scope, send: Send, kept: Kept) -> None:
 
 
 class AnswerCache:
-    """Answers to the GETs of the orders (v1's list, v2's pages and single orders), kept
-    per request target and revision of the orders (Answers): the answer as the handler made
-    it, served again, or 304 when If-None-Match matches its ETag, without a handler thread,
-    while no order has changed. Like v1's list cache (app/core/listing.py) it is never
-    stale: every change to an order, from any process or host, raises the revision, and an
-    answer is kept under the revision read before the handler read the orders. Added beside
-    Revalidation, so security, quotas and validation have all run."""
+    """Keeps the answers of the @kept operations (Answers), and serves them again, or 304
+    when If-None-Match matches their ETag, without a handler thread, while no order has
+    changed. Like v1's list cache (app/core/listing.py) it is never stale: every change to
+    an order, from any process or host, raises the revision, and an answer is kept under
+    the revision read before the handler read the orders. It sits after Connexion's
+    routing, security and validation, so the request is one the handler would answer."""
 
-    def __init__(self, app: ASGIApp, *, store: Store, operations: frozenset[str],
+    def __init__(self, app: ASGIApp, *, store: Store, operations: dict[str, Keeping],
                  answers: Answers) -> None:
         self.app = app
         self.store = store
-        self.operations = operations
+        self.operations = operations  # resolved operation id -> what @kept says of it
         self.answers = answers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        operation = routed_operation(scope) if scope["type"] == "http" else None
-        if (self.answers.max_bytes <= 0 or operation not in self.operations
-                or scope["method"] != "GET"):
+        found = exchange(scope) if scope["type"] == "http" else None
+        operation = found.operation if found is not None else None
+        keeping = self.operations.get(operation.id) if operation is not None else None
+        key = found.key if found is not None else None
+        if keeping is None or key is None or operation is None or scope["method"] != "GET":
             await self.app(scope, receive, send)
             return
         revision = await current_revision(self.store)  # before the handler reads the orders
-        kept = self.answers.get(scope)
+        if keeping.revision_tag is not None and self._revalidated(scope, keeping, revision):
+            tag = keeping.revision_tag(revision).encode("ascii")
+            await send({"type": "http.response.start", "status": 304,
+                        "headers": [(b"etag", tag)]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        if self.answers.max_bytes <= 0:
+            await self.app(scope, receive, send)
+            return
+        target = self.answers.target(scope, key.id)
+        kept = self.answers.kept.get(target)
         if kept is not None and kept.revision == revision:
             await send_kept(scope, send, kept)
             return
-        await self.app(scope, receive, self._keeping(send, scope, operation, revision))
+        await self.app(scope, receive, self._keeping(send, target, operation.id, revision))
 
-    def _keeping(self, send: Send, scope: Scope, operation: str, revision: int) -> Send:
+    @staticmethod
+    def _revalidated(scope: Scope, keeping: Keeping, revision: int) -> bool:
+        """Whether the request's If-None-Match matches the handler's ETag at revision."""
+        given = [v for k, v in scope["headers"] if k == b"if-none-match"]
+        return bool(given) and keeping.revision_tag is not None and matches(
+            b",".join(given).decode("latin-1"), keeping.revision_tag(revision))
+
+    def _keeping(self, send: Send, target: Target, operation: str, revision: int) -> Send:
         """send, keeping a 200 answered in one piece (a body in one message)."""
-        target = (scope["path"], scope.get("query_string", b""))
         start: Message = {}
         pieces = 0
 
         async def keeping(message: Message) -> None:
             nonlocal start, pieces
             if message["type"] == "http.response.start":
-                # A copy, taken before the message goes out: the middlewares outside write
+                # A copy, taken before the message goes out: the layers outside write
                 # this request's own headers (rate limits, request id) into it.
                 start = {"status": message["status"],
                          "headers": list(message.get("headers", []))}

@@ -4,9 +4,9 @@ starts by reading this module).
 
 Each piece names the Connexion behaviour or issue that forces it:
 
-- Scope keys. Connexion keeps an operation's routing result and security context in
-  ``scope["extensions"]["connexion_routing"]`` and ``["connexion_context"]``, no public
-  API, and its router works on a shallow copy of the scope. (routed_operation, ...)
+- Scope keys. Connexion keeps an operation's routing result in
+  ``scope["extensions"]["connexion_routing"]``, no public API, and its router works on a
+  shallow copy of the scope. (share_extensions, routed_operation, routed_base_path)
 - Path parameters. The router's ``int`` convertor (``[+-]?[0-9]+``) answers 404 for
   ``abc`` (connexion#770) and turns ``005`` into 5, and its coercion uses ``int()``, which
   accepts ``+5``, ``5_0`` and Unicode digits, against DESIGN.md D7. (SegmentConvertor,
@@ -17,8 +17,9 @@ Each piece names the Connexion behaviour or issue that forces it:
 - Validation messages. Connexion's are jsonschema's messages (and dumps), which
   app.web.validation puts in our words; and it deep-copies each parameter's definition and
   builds a validator on every request. (ParameterValidator, JSONBodyValidator)
-- Server errors. The default ServerErrorMiddleware handler answers an empty 500 for
-  errors raised outside the handlers (connexion#2059). (strict_middlewares)
+- Response validation. Connexion's finds an answer's operation by its router's scope
+  keys, so it checks only the handlers' answers; ours is asked by operation id, wherever
+  the answer was made. (ResponseChecks)
 - Per-request setup. The decorator chain of an operation, with three inspect.signature
   calls, is rebuilt on every request, and Flask view functions are registered only on the
   first request. The request validator builds a URI parser and a parameter validator for
@@ -48,14 +49,16 @@ from connexion.decorators import FlaskDecorator
 from connexion.decorators.parameter import SyncParameterDecorator
 from connexion.exceptions import BadRequestProblem
 from connexion.json_schema import Draft4RequestValidator, resolve_refs
-from connexion.middleware.main import ConnexionMiddleware
 from connexion.middleware.request_validation import (
     RequestValidationAPI,
     RequestValidationMiddleware,
     RequestValidationOperation,
 )
+from connexion.middleware.response_validation import (
+    ResponseValidationMiddleware,
+    ResponseValidationOperation,
+)
 from connexion.middleware.routing import RoutingMiddleware
-from connexion.middleware.server_error import ServerErrorMiddleware
 from connexion.middleware.swagger_ui import SwaggerUIMiddleware
 from connexion.security import AbstractSecurityHandler, BearerSecurityHandler
 from connexion.uri_parsing import OpenAPIURIParser
@@ -96,21 +99,6 @@ def routed_operation(scope: Scope) -> str | None:
 def routed_base_path(scope: Scope) -> str | None:
     """The base path of the API the router matched the request to ("/v1", "")."""
     return ((scope.get("extensions") or {}).get(ROUTING) or {}).get("api_base_path")
-
-
-def mark_routed(scope: Scope, operation_id: str, info: dict[str, Any]) -> None:
-    """Record in the scope what Connexion's router and security would have (the operation,
-    the token info), for a request answered before them (repeats.RepeatedReads,
-    early_writes.EarlyWrites)."""
-    extensions = scope.setdefault("extensions", {})
-    extensions[ROUTING] = {"operation_id": operation_id}
-    extensions[CONTEXT] = {"token_info": info}
-
-
-def token_info(scope: Scope) -> dict[str, Any] | None:
-    """What the bearer-info function returned for the request, once security has run."""
-    info = ((scope.get("extensions") or {}).get(CONTEXT) or {}).get("token_info")
-    return info if isinstance(info, dict) else None
 
 
 def operation_definition(operation: Any) -> dict[str, Any]:
@@ -309,6 +297,48 @@ VALIDATOR_MAP = {
 }
 
 
+class ResponseChecks(ResponseValidationMiddleware):
+    """Connexion's response validation, asked for by operation id wherever the answer was
+    made: Connexion's own finds the operation by its router's scope keys and so checks
+    only what the handlers answer, not what a layer before the router answers. The APIs
+    are registered here by Connexion as with its own (validate_responses per API)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        super().__init__(app)
+        self.checked: dict[str, ResponseValidationOperation] = {}
+
+    def add_api(self, *args: Any, **kwargs: Any) -> Any:
+        api = super().add_api(*args, **kwargs)
+        # RoutedAPI.operations: operation id -> the operation's validation, or next_app
+        # itself where the API's responses are not validated.
+        self.checked.update((operation_id, operation)
+                            for operation_id, operation in api.operations.items()
+                            if isinstance(operation, ResponseValidationOperation))
+        return api
+
+    async def checking(self, operation_id: str, scope: Scope, send: Send) -> Send:
+        """send, checking the answer against the operation's responses as Connexion's
+        response validation does; send itself where the operation's are not validated.
+        Connexion builds its checking send inside ResponseValidationOperation.__call__ and
+        hands it to the next app: a copy whose next app hands it back takes it as it is."""
+        operation = self.checked.get(operation_id)
+        if operation is None:
+            return send
+        taken: list[Send] = []
+
+        async def take(_scope: Scope, _receive: Receive, checking: Send) -> None:
+            taken.append(checking)
+
+        probe = copy.copy(operation)
+        probe.next_app = take
+        await probe(scope, _no_receive, send)
+        return taken[0]
+
+
+async def _no_receive() -> Any:
+    raise RuntimeError("a response check reads no request")
+
+
 class SpecificFirstSwaggerUIMiddleware(SwaggerUIMiddleware):
     """Connexion's document and UI server, with its mounts tried most specific first
     (see _specific_first): otherwise /v1/openapi.json and /v1/ui/ are hidden.
@@ -401,38 +431,6 @@ class PreparedRequestValidationAPI(RequestValidationAPI):
 
 class PreparedRequestValidationMiddleware(RequestValidationMiddleware):
     api_cls = PreparedRequestValidationAPI
-
-
-def add_inside_exceptions(app: FlaskApp, middleware: Callable[..., ASGIApp],
-                          **options: Any) -> None:
-    """Add a middleware right inside Connexion's exception middleware, before its document
-    server: MiddlewarePosition.BEFORE_SWAGGER finds the document server by the class of
-    SwaggerUIMiddleware itself, which SpecificFirstSwaggerUIMiddleware is not."""
-    middlewares = app.middleware.middlewares
-    middlewares.insert(middlewares.index(SpecificFirstSwaggerUIMiddleware),
-                       functools.partial(middleware, **options))
-
-
-def prepare_request_validation(app: FlaskApp) -> None:
-    """Swap Connexion's request validation for PreparedRequestValidationMiddleware. Called
-    after the last add_middleware: Connexion finds MiddlewarePosition.BEFORE_VALIDATION by
-    the class of RequestValidationMiddleware itself, which a subclass is not."""
-    middlewares = app.middleware.middlewares
-    middlewares[middlewares.index(RequestValidationMiddleware)] = (
-        PreparedRequestValidationMiddleware)
-
-
-def strict_middlewares(server_error_handler: Callable[..., Any]) -> list[Any]:
-    """Connexion's default middleware stack with our router and document server, and a
-    server-error handler that answers the Error body (connexion#2059: the default one
-    answers an empty 500 for errors raised outside the handlers)."""
-    replacements: dict[Any, Any] = {
-        RoutingMiddleware: StrictRoutingMiddleware,
-        SwaggerUIMiddleware: SpecificFirstSwaggerUIMiddleware,
-        ServerErrorMiddleware: functools.partial(ServerErrorMiddleware,
-                                                 handler=server_error_handler),
-    }
-    return [replacements.get(m, m) for m in ConnexionMiddleware.default_middlewares]
 
 
 # per-request setup, done once --------------------------------------------------------------

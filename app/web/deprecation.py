@@ -14,9 +14,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.web.access import decide_headers
-from app.web.connexion_internals import routed_operation
 from app.web.errors import send_error
+from app.web.exchange import exchange
 
 
 @dataclass(frozen=True)
@@ -51,8 +50,8 @@ def retirements(operations: dict[str, dict[str, Any]]) -> dict[str, Retirement]:
 
 
 class Deprecations:
-    """Adds the deprecation headers to a deprecated operation's answers, and answers 410
-    itself once the sunset has passed. Sits after routing, which names the operation."""
+    """Decides the deprecation headers of a deprecated operation's answers, and answers
+    410 itself once the sunset has passed. Sits after routing, which names the operation."""
 
     def __init__(self, app: ASGIApp, *, retired: dict[str, Retirement],
                  clock: Callable[[], float] = time.time) -> None:
@@ -61,9 +60,10 @@ class Deprecations:
         self.clock = clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        retirement = (self.retired.get(routed_operation(scope) or "")
-                      if scope["type"] == "http" else None)
-        if retirement is None:
+        found = exchange(scope) if scope["type"] == "http" else None
+        operation = found.operation if found is not None else None
+        retirement = self.retired.get(operation.id) if operation is not None else None
+        if retirement is None or found is None:
             await self.app(scope, receive, send)
             return
         headers = retirement.headers()
@@ -74,5 +74,5 @@ class Deprecations:
                 headers,
             )
             return
-        decide_headers(scope, headers)
+        found.decide(headers)
         await self.app(scope, receive, send)

@@ -1,21 +1,21 @@
-"""Operations answered without Flask (issue 34): the writes of the orders.
+"""Operations answered without Flask: the writes of the orders.
 
-A write's CPU went mostly to the machinery around it, not to its SQL: Flask's request
+A write's CPU goes mostly to the machinery around it, not to its SQL: Flask's request
 and response objects, Connexion's decorator chain (which builds a request object and reads
 every parameter again), a2wsgi's WSGI environ and its body, read from the handler thread by
-a trip back to the event loop. Reads skip all of it already (conditional.AnswerCache).
+a trip back to the event loop (docs/performance.md measures it).
 
 A handler marked @direct takes a Call (the request as Connexion's routing, security and
-validation left it) and returns an Answer; DirectOperations, added right before Connexion's
-context middleware (MiddlewarePosition.BEFORE_CONTEXT), runs it in a handler thread and
-sends the Answer. Everything outside stays where it was: the quotas and their headers, the
-request id and the access line, the 400s, 401s, 403s, 413s and 415s of routing, security,
-validation and the body limit, response validation, and the Error bodies, which the error
-handlers make from the domain's exceptions the handler raises, as they did from Flask. A
-direct handler is its operation's one code path: Flask's view of it only says it is not
-served there (connexion_internals.prepare_operations). A plainly valid request to one is
-answered earlier still, before routing, security and validation, which could only let it
-through (early_writes.py), by the same handler and answer_call.
+validation left it) and returns an Answer; DirectOperations, right before Connexion's
+context middleware (app/web/chain.py), runs it in a handler thread and sends the Answer.
+Everything else is as for any operation: the quotas and their headers, the request id and
+the access line, the 400s, 401s, 403s, 413s and 415s of routing, security, validation and
+the body limit, the check of the answer against the document, and the Error bodies, which
+the error handlers make from the domain's exceptions the handler raises. A direct handler
+is its operation's one code path: Flask's view of it only says it is not served there
+(connexion_internals.prepare_operations). A plainly valid request to one is answered
+earlier still, before routing, security and validation, which could only let it through
+(early_writes.py), by the same handler and answer_call.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.core.services import Services
 from app.web.bridge import HandlerThreads
-from app.web.connexion_internals import routed_operation, token_info
+from app.web.exchange import exchange
+from app.web.security import key_info
 
 F = TypeVar("F", bound=Callable[..., Any])
 DIRECT = "__petstore_direct__"  # the mark @direct puts on a handler
@@ -96,20 +97,21 @@ NO_CONTENT = Answer(204)
 
 class DirectOperations:
     """Answers the requests routed to a direct handler (operation id -> handler) in a
-    handler thread, with no trip through Flask. Added right before Connexion's context
-    middleware, inside routing, security, validation and response validation."""
+    handler thread, with no trip through Flask. It sits right before Connexion's context
+    middleware, after routing, security and validation."""
 
     def __init__(self, app: ASGIApp, *, handlers: dict[str, Callable[[Call], Answer]],
                  services: Callable[[], Services], threads: HandlerThreads) -> None:
         self.app = app
         self.handlers = handlers
-        self.services = services  # the running app's, read at each call, as Flask's handlers do
+        self.services = services  # the running app's, read at each call, as Flask's are
         self.threads = threads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        handler = self.handlers.get(routed_operation(scope) or "") \
-            if scope["type"] == "http" else None
-        if handler is None:
+        found = exchange(scope) if scope["type"] == "http" else None
+        operation = found.operation if found is not None else None
+        handler = self.handlers.get(operation.id) if operation is not None else None
+        if handler is None or found is None:
             await self.app(scope, receive, send)
             return
         # Only a POST's body is read (and BodyLimit has bounded it); the bodies of DELETE
@@ -124,9 +126,10 @@ class DirectOperations:
                 body += message.get("body", b"")
                 more = message.get("more_body", False)
         path, root = scope["path"], scope.get("root_path", "")
+        key = found.key
         call = Call(self.services(), path[len(root):] if path.startswith(root) else path,
                     scope.get("path_params", {}), scope["headers"], body,
-                    token_info(scope) or {})
+                    key_info(key) if key is not None else {})
         await answer_call(self.threads, handler, call, send)
 
 

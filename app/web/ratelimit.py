@@ -26,15 +26,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.core import metrics
 from app.core.config import Settings
-from app.core.errors import StoreUnavailable
-from app.core.keys import NO_KEY, KeyCheck, Keyring, unix_time_text
+from app.core.keys import Keyring, unix_time_text
 from app.core.quotas.counters import LimitsCounter, Quotas, QuotaStorageDown, Verdict, Window
 from app.core.quotas.plans import Plan, anonymous_plan, plan_of
 from app.core.storage import Store
 from app.core.storage.records import ApiKey
-from app.web.access import decide_headers
 from app.web.errors import RETRY_AFTER_UNAVAILABLE, UNAVAILABLE_MESSAGE, send_error
-from app.web.security import LOOKED_UP, bearer_token
+from app.web.exchange import exchange
+from app.web.security import bearer_token
 
 log = logging.getLogger("petstore.quotas")
 
@@ -66,11 +65,12 @@ def rate_limit_headers(verdict: Verdict, now: float) -> list[tuple[bytes, bytes]
 
 
 class RateLimitMiddleware:
-    """Counts every API request, answers 429 over quota, puts the headers on every response.
+    """Counts every API request against its caller (the caller layer found the key),
+    answers 429 over quota, and decides the rate-limit headers of every answer.
 
-    Added outermost (MiddlewarePosition.BEFORE_EXCEPTION): it sees every request, including
-    those Connexion rejects before Flask. It must send its own 429 and 503, since an
-    exception raised here is not handled by Connexion's error handlers.
+    It sits before Connexion's exception middleware (app/web/chain.py), so it sees every
+    request, those Connexion refuses included, and sends its own 429 and 503: an exception
+    raised here would not reach Connexion's error handlers.
     """
 
     def __init__(
@@ -106,15 +106,11 @@ class RateLimitMiddleware:
         if scope["type"] != "http" or self._exempt(scope):
             await self.app(scope, receive, send)
             return
-        token = bearer_token(scope)
-        try:
-            check = await self._check(token) if token else NO_KEY
-        except StoreUnavailable as exc:
-            log.warning("store unavailable: %s", exc.message)
+        found = exchange(scope)
+        if found.caller_error is not None:  # the caller layer could not read the key
             await self._unavailable(send, self.anonymous, UNAVAILABLE_MESSAGE)
             return
-        scope[LOOKED_UP] = check
-        key = check.key
+        key = found.key
         if key is not None:
             subject, plan = f"key/{key.id}", plan_of(key, self.plans)
         else:
@@ -130,7 +126,7 @@ class RateLimitMiddleware:
                 return
             verdict = await self.quotas.run(lambda c: c.consume(subject, plan))
             if not verdict.allowed:
-                await self._refuse(send, verdict, key, token, subject, now)
+                await self._refuse(send, verdict, key, bearer_token(scope), subject, now)
                 return
         except QuotaStorageDown:
             await self._unavailable(
@@ -138,18 +134,9 @@ class RateLimitMiddleware:
             )
             return
 
-        # AccessLog, outside, writes the decided headers on every response; DecidedHeaders,
-        # inside, on a handler's response before the response validator looks.
-        decide_headers(scope, rate_limit_headers(verdict, now))
+        # The answer layer writes them on the response, whoever makes it.
+        found.decide(rate_limit_headers(verdict, now))
         await self.app(scope, receive, send)
-
-    async def _check(self, token: str) -> KeyCheck:
-        """What the token opens: from memory when it can tell, else read from the store in
-        a thread, never on the event loop (a guess costs no database read, issue 24)."""
-        check = self.keyring.from_memory(token)
-        if check is None:
-            check = await run_in_threadpool(self.keyring.check, token)
-        return check
 
     async def _refuse(
         self, send: Send, verdict: Verdict, key: ApiKey | None, token: str | None,

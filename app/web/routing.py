@@ -1,7 +1,7 @@
-"""How the OpenAPI documents map onto Python: one handler module per tag, one function per
-operation (TagResolver), and only routed requests go on (RoutedOnly). The parsing of path
-parameters that DESIGN.md D7 asks for overrides Connexion's, so it lives with the other
-overrides in connexion_internals.
+"""How the OpenAPI documents map onto Python: the documents served (APIS), their
+operations read once (operations), one handler module per tag and one function per
+operation (TagResolver). The parsing of path parameters that D7 asks for overrides
+Connexion's, so it lives with the other overrides in connexion_internals.
 """
 
 from __future__ import annotations
@@ -14,15 +14,8 @@ from typing import Any
 
 import yaml
 from connexion.resolver import Resolver
-from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.web.connexion_internals import (
-    operation_definition,
-    resolved,
-    routed_base_path,
-    routed_operation,
-)
+from app.web.connexion_internals import operation_definition, resolved
 
 SNAKE_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 HANDLERS = "app.web.handlers"
@@ -72,6 +65,17 @@ class Operation:
     definition: dict[str, Any]
     parameters: tuple[dict[str, Any], ...]  # the path's own, then the operation's
 
+    @property
+    def writes(self) -> bool:
+        """Whether the operation needs a key of scope write (`x-scope: write`, D21)."""
+        return bool(self.definition.get("x-scope") == "write")
+
+    @property
+    def retired(self) -> bool:
+        """Whether the document deprecates the operation with a date (D13)."""
+        return bool(self.definition.get("deprecated")
+                    and "x-deprecation-date" in self.definition)
+
 
 @functools.cache
 def operations() -> tuple[Operation, ...]:
@@ -88,6 +92,12 @@ def operations() -> tuple[Operation, ...]:
                         api.base_path + path, definition,
                         (*item.get("parameters", ()), *definition.get("parameters", ()))))
     return tuple(found)
+
+
+@functools.cache
+def operation_by_id() -> dict[str, Operation]:
+    """Resolved operation id -> its Operation."""
+    return {operation.id: operation for operation in operations()}
 
 
 @functools.cache
@@ -142,22 +152,3 @@ class TagResolver(Resolver):
 
     def resolve_operation_id(self, operation: Any) -> str:
         return self.handler_for(operation_definition(operation))
-
-
-class RoutedOnly:
-    """Only requests Connexion routed to an operation of one of the APIs go on; any other
-    is 404 not_found. Connexion passes a request it could not route on to Flask, whose
-    router matches paths Starlette's does not: with a newline in the path, a Mount's
-    pattern matches short of it, the API's base path comes out wrong, and security,
-    validation and the operation's context are all skipped (the handler then failed, 500).
-    Added right after routing (MiddlewarePosition.BEFORE_SECURITY)."""
-
-    def __init__(self, app: ASGIApp, *, base_paths: tuple[str, ...]) -> None:
-        self.app = app
-        self.base_paths = base_paths
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and (routed_operation(scope) is None
-                                        or routed_base_path(scope) not in self.base_paths):
-            raise HTTPException(404)
-        await self.app(scope, receive, send)

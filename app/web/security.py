@@ -1,41 +1,45 @@
-"""The bearer check the YAML names (x-bearerInfoFunc), and how it finds the keyring.
+"""Who calls: the caller layer looks the request's bearer token up once, and the bearer
+check the YAML names (x-bearerInfoFunc) reads what it found.
 
-Connexion reads the Authorization header and calls bearer_info with its token; the key is
-looked up through the core's Keyring (app.core.keys), cached, since this runs on the event
-loop thread (Connexion 3). An expired key is 401 api_key_expired, and a read key calling an
-operation the YAML marks `x-scope: write` is 403 insufficient_scope (DESIGN.md D21).
+The key is looked up through the core's Keyring (app.core.keys), from its short cache when
+it can tell, else from the store in a thread, never on the event loop: a guessed secret
+costs no database read (D12). An expired key is 401 api_key_expired, and a read key
+calling an operation the YAML marks `x-scope: write` is 403 insufficient_scope (D21).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.core.errors import StoreUnavailable
 from app.core.keys import KeyCheck, Keyring
 from app.core.storage.records import ApiKey
-from app.web.connexion_internals import routed_operation
-from app.web.errors import ApiKeyExpired, DuplicateAuthorization, InsufficientScope
+from app.web.errors import ApiKeyExpired, InsufficientScope
+from app.web.exchange import exchange
 
-SCOPE_KEY = "petstore.keyring"
-# What the rate-limit middleware found for this request's token (a KeyCheck).
-LOOKED_UP = "petstore.key_check"
-# Whether the routed operation needs a key of scope write (x-scope: write in the YAML).
-NEEDS_WRITE = "petstore.needs_write"
+log = logging.getLogger("petstore.keys")
 
 
 def bearer_info(token: str, request: Any) -> dict[str, Any] | None:
     """Connexion's x-bearerInfoFunc: the token info for a valid key, None otherwise (401
-    invalid_api_key); raises ApiKeyExpired (401) and InsufficientScope (403)."""
-    scope = request.scope
-    # The rate-limit middleware, when on, has looked this very token up already.
-    check: KeyCheck = scope[LOOKED_UP] if LOOKED_UP in scope else scope[SCOPE_KEY].check(token)
-    key = check.key
+    invalid_api_key); raises ApiKeyExpired (401), InsufficientScope (403), and
+    StoreUnavailable (503) when the caller layer could not read the key."""
+    found = exchange(request.scope)
+    if found.caller_error is not None:
+        raise found.caller_error
+    # The caller layer looked up this very token: Connexion reads it from the request's
+    # one Authorization header (the routed layer refuses several), as bearer_token does.
+    check = found.caller
+    key = check.key if check is not None else None
     if key is None:
-        if check.expired:
+        if check is not None and check.expired:
             raise ApiKeyExpired()
         return None
-    if key.scope != "write" and scope.get(NEEDS_WRITE):
+    if key.scope != "write" and found.operation is not None and found.operation.writes:
         raise InsufficientScope()
     return key_info(key)
 
@@ -61,22 +65,31 @@ def bearer_token(scope: Scope) -> str | None:
     return token if scheme.lower() == "bearer" and token else None
 
 
-class KeyringForRequests:
-    """Hands the keyring, and whether the routed operation needs a write key, to code that
-    only sees the ASGI scope (bearer_info), and refuses a request with several
-    Authorization headers (DESIGN.md D12) before the security check reads only the first
-    of them. Added right after routing."""
+class Caller:
+    """Looks up what the request's bearer token opens, once, for every layer after it:
+    the quotas count against the key, kept reads and early writes answer only a valid key,
+    and the bearer check reads it. A request without one token reads as no key."""
 
-    def __init__(self, app: ASGIApp, *, keyring: Keyring,
-                 write_operations: frozenset[str]) -> None:
+    def __init__(self, app: ASGIApp, *, keyring: Keyring) -> None:
         self.app = app
         self.keyring = keyring
-        self.write_operations = write_operations
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            scope[SCOPE_KEY] = self.keyring
-            scope[NEEDS_WRITE] = routed_operation(scope) in self.write_operations
-            if len(authorization_headers(scope)) > 1:
-                raise DuplicateAuthorization()
+            token = bearer_token(scope)
+            if token is not None:
+                found = exchange(scope)
+                try:
+                    found.caller = await self.check(token)
+                except StoreUnavailable as exc:
+                    log.warning("store unavailable: %s", exc.message)
+                    found.caller_error = exc
         await self.app(scope, receive, send)
+
+    async def check(self, token: str) -> KeyCheck:
+        """What the token opens: from memory when the keyring can tell, else read from
+        the store in a thread."""
+        check = self.keyring.from_memory(token)
+        if check is None:
+            check = await run_in_threadpool(self.keyring.check, token)
+        return check

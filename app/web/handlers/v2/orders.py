@@ -13,11 +13,12 @@ import orjson
 
 from app.core import orders, paging
 from app.core.storage.records import Transition
-from app.web.conditional import if_match_versions, order_etag, tagged_json
+from app.web.conditional import if_match_versions, kept, order_etag, tagged_json
 from app.web.direct import NO_CONTENT, Answer, Call, direct, json_answer
 from app.web.handlers import services
 
 
+@kept()
 def list_orders(limit: int = paging.LIMIT_DEFAULT, cursor: str | None = None,
                 status: list[str] | None = None, petId: int | None = None,
                 complete: bool | None = None, shipDateFrom: str | None = None,
@@ -38,6 +39,7 @@ def _next_link(cursor: str) -> str:
     return f'<{target}>; rel="next"'
 
 
+@kept()
 def get_order(orderId: int) -> flask.Response:
     """GET /store/orders/{orderId}: one order, with the strong ETag of its version."""
     order, version = orders.get_versioned(services().store, orderId)

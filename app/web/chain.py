@@ -1,0 +1,247 @@
+"""The request path, declared once: every layer a request passes, in request order.
+
+LAYERS is the whole chain, Connexion's own layers included, outermost first: the list
+create_app hands Connexion as its middleware stack, with nothing added elsewhere. Each
+layer says what it does, what it relies on from the layers before it (needs), what it
+gives the layers after it (gives), and which layers must come before it where the settings
+have them (after). build() refuses a chain whose order breaks one of these, naming it.
+
+What one layer hands the next is the request's Exchange (exchange.py), not loose scope
+keys. The settings only leave a layer out (CORS without origins, gzip at level 0, quotas
+off); they never change which layer answers a request. An answer comes from one of four
+places, whatever the settings:
+
+- kept reads: a repeated GET served from its kept answer, before Connexion's routing
+  (repeats.py), or after it (conditional.AnswerCache, which also keeps the answers);
+- early writes: a plainly valid write, before Connexion's routing (early_writes.py);
+- direct writes: the same write handlers after Connexion's routing, security and
+  validation (direct.py);
+- the handlers through Flask (bridge.py), and the Error bodies of any layer inside
+  Connexion's exception middleware (errors.py).
+
+Every one of them passes the answer layer (answering.py) on its way out, so every answer
+gets the same decided headers and, where responses are validated, the same check against
+the document. docs/house/request-path.md walks the chain with a request.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from connexion.middleware.context import ContextMiddleware
+from connexion.middleware.exceptions import ExceptionMiddleware
+from connexion.middleware.lifespan import LifespanMiddleware
+from connexion.middleware.security import SecurityMiddleware
+from connexion.middleware.server_error import ServerErrorMiddleware
+
+from app.core.config import Settings
+from app.core.quotas.counters import Quotas
+from app.core.quotas.plans import Plan
+from app.core.services import Services
+from app.web import early_writes
+from app.web.access import AccessLog
+from app.web.answering import Answering
+from app.web.bodies import BodyLimit
+from app.web.bridge import HandlerThreads
+from app.web.conditional import AnswerCache, Answers, Keeping
+from app.web.connexion_internals import (
+    PreparedRequestValidationMiddleware,
+    SpecificFirstSwaggerUIMiddleware,
+    StrictRoutingMiddleware,
+)
+from app.web.cors import Cors
+from app.web.deprecation import Deprecations, Retirement
+from app.web.direct import Answer, Call, DirectOperations
+from app.web.early_writes import EarlyWrites
+from app.web.encoding import Compression, PacedBodies
+from app.web.errors import server_error_handler
+from app.web.longpoll import LongPoll, RevisionWatch
+from app.web.ratelimit import RateLimitMiddleware
+from app.web.repeats import RepeatedReads
+from app.web.routed import Routed
+from app.web.routing import APIS, V2, header_parameters, operations
+from app.web.security import Caller
+
+# What a layer gives the layers after it.
+EXCHANGE = "the request's Exchange, with its request id"
+CALLER = "the caller's key, looked up from its bearer token"
+COUNTED = "the request counted against its caller's quota"
+ERRORS = "exceptions answered as Error bodies"
+ROUTED = "Connexion's routing of the request"
+OPERATION = "the request's operation, in its Exchange"
+SECURED = "the bearer check passed"
+BOUNDED = "the request's body read, within its limit"
+VALIDATED = "the request's parameters and body validated"
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What the layers of one service are built from (create_app makes them once)."""
+
+    settings: Settings
+    services: Services
+    running: Callable[[], Services]  # the running app's services, read at each call
+    threads: HandlerThreads  # the handler threads, shared by Flask and the direct writes
+    watch: RevisionWatch  # the worker's one watch of the revision (feed, webhooks)
+    answers: Answers  # the kept answers, shared by the two layers that serve them
+    direct: dict[str, Callable[[Call], Answer]]  # resolved operation id -> @direct handler
+    kept: dict[str, Keeping]  # resolved operation id -> what @kept says of its handler
+    retired: dict[str, Retirement]  # the operations the documents deprecate (D13)
+    plans: dict[str, Plan]  # the plans of the documents' x-plans (D11)
+    documents: tuple[str, ...]  # the documents' and UIs' paths (no quota, D9)
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer of the chain."""
+
+    name: str
+    does: str
+    # The middleware (a class or a functools.partial of one) Connexion builds around the
+    # layers inside it; None where the settings leave the layer out.
+    build: Callable[[Parts], Any]
+    needs: tuple[str, ...] = ()
+    gives: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()  # layers that come before it, where the settings have them
+
+
+class ChainError(ValueError):
+    """A chain whose order breaks what a layer relies on."""
+
+
+def _with(middleware: Any, **options: Any) -> Callable[[Parts], Any]:
+    return lambda _: functools.partial(middleware, **options) if options else middleware
+
+
+def _cors(parts: Parts) -> Any:
+    origins = [o.strip() for o in parts.settings.cors_origins.split(",") if o.strip()]
+    return functools.partial(Cors, origins=origins) if origins else None
+
+
+def _compression(parts: Parts) -> Any:
+    level = parts.settings.gzip_level
+    return (functools.partial(Compression, level=level,
+                              max_bytes=parts.settings.list_cache_bytes) if level else None)
+
+
+def _quotas(parts: Parts) -> Any:
+    if not parts.settings.ratelimit_enabled:
+        return None
+    # No quota and no rate-limit headers on the documents, their UIs and the operations
+    # endpoints (D9).
+    return functools.partial(
+        RateLimitMiddleware, settings=parts.settings, store=parts.services.store,
+        keyring=parts.services.keyring, plans=parts.plans, quotas=Quotas(parts.settings),
+        exempt_prefixes=(*parts.documents, "/healthz", "/readyz", "/metrics"))
+
+
+def _long_poll(parts: Parts) -> Any:
+    return functools.partial(LongPoll, store=parts.services.store,
+                             path=f"{V2.base_path}/store/order-changes",
+                             max_waiting=parts.settings.feed_max_waiting, watch=parts.watch)
+
+
+def _writes() -> frozenset[str]:
+    return frozenset(operation.id for operation in operations() if operation.writes)
+
+
+def _kept_reads(parts: Parts) -> Any:
+    return functools.partial(RepeatedReads, store=parts.services.store, answers=parts.answers,
+                             headers=header_parameters(),
+                             long_way=frozenset(parts.retired) | _writes())
+
+
+def _early_writes(parts: Parts) -> Any:
+    return functools.partial(EarlyWrites,
+                             writes=early_writes.plans(parts.direct, frozenset(parts.retired)),
+                             services=parts.running, threads=parts.threads)
+
+
+LAYERS: tuple[Layer, ...] = (
+    Layer("cors", "CORS for the origins of PETSTORE_CORS_ORIGINS, preflights answered here",
+          _cors),
+    Layer("server errors", "Connexion's last resort: a 500 Error body for anything raised "
+          "outside the exception layer", _with(ServerErrorMiddleware,
+                                               handler=server_error_handler)),
+    Layer("paced bodies", "large bodies sent in pieces the client can take",
+          _with(PacedBodies)),
+    Layer("access", "the request id and its Exchange; one access line per request",
+          lambda parts: functools.partial(AccessLog, documents=parts.documents),
+          gives=(EXCHANGE,)),
+    Layer("gzip", "gzip for clients that accept it, the list's kept once per change",
+          _compression),
+    Layer("answer", "the decided headers on every answer, which is checked against the "
+          "document where responses are validated", _with(Answering), needs=(EXCHANGE,)),
+    Layer("caller", "the bearer token looked up once", lambda parts: functools.partial(
+        Caller, keyring=parts.services.keyring), needs=(EXCHANGE,), gives=(CALLER,)),
+    Layer("quotas", "counts the request, 429 over quota, bans, the rate-limit headers",
+          _quotas, needs=(CALLER,), gives=(COUNTED,)),
+    Layer("long polls", "the feed's empty pages held until a change, counted once",
+          _long_poll, needs=(EXCHANGE,), after=("quotas",)),
+    Layer("kept reads", "a repeated GET answered from its kept answer", _kept_reads,
+          needs=(CALLER,), after=("quotas", "long polls")),
+    Layer("errors", "Connexion's exception middleware: exceptions become Error bodies",
+          _with(ExceptionMiddleware), gives=(ERRORS,)),
+    Layer("early writes", "a plainly valid write answered by its direct handler",
+          _early_writes, needs=(CALLER, ERRORS), after=("quotas",)),
+    Layer("documents", "the documents and Swagger UI", _with(SpecificFirstSwaggerUIMiddleware)),
+    Layer("routing", "Connexion's router, strict about integers and slashes (D7)",
+          _with(StrictRoutingMiddleware), needs=(ERRORS,), gives=(ROUTED,)),
+    Layer("routed", "the operation into the Exchange; 404 unrouted; 400 two Authorization "
+          "headers (D12)", lambda parts: functools.partial(
+              Routed, base_paths=tuple(api.base_path for api in APIS)),
+          needs=(EXCHANGE, ROUTED, ERRORS), gives=(OPERATION,)),
+    Layer("deprecation", "Deprecation and Sunset headers, 410 past the sunset (D13)",
+          lambda parts: functools.partial(Deprecations, retired=parts.retired),
+          needs=(OPERATION,)),
+    Layer("security", "Connexion's bearer check over the caller's key (security.py)",
+          _with(SecurityMiddleware), needs=(CALLER, OPERATION, ERRORS), gives=(SECURED,)),
+    Layer("body limit", "a body of at most 16 KiB, UTF-8 where JSON (D22)", _with(BodyLimit),
+          needs=(ERRORS,), gives=(BOUNDED,)),
+    Layer("validation", "Connexion's request validation, its validators built once",
+          _with(PreparedRequestValidationMiddleware), needs=(BOUNDED, ERRORS),
+          gives=(VALIDATED,)),
+    Layer("kept answers", "keeps the answers of @kept reads, serves them again, 304s",
+          lambda parts: functools.partial(AnswerCache, store=parts.services.store,
+                                          operations=parts.kept, answers=parts.answers),
+          needs=(OPERATION, SECURED, VALIDATED)),
+    Layer("direct writes", "@direct handlers run in a handler thread, without Flask",
+          lambda parts: functools.partial(DirectOperations, handlers=parts.direct,
+                                          services=parts.running, threads=parts.threads),
+          needs=(OPERATION, SECURED, VALIDATED, ERRORS)),
+    Layer("lifespan", "Connexion's lifespan: the deliverer starts and stops with the worker",
+          _with(LifespanMiddleware)),
+    Layer("context", "Connexion's context for the Flask handlers, then Flask through the "
+          "bridge (bridge.py)", _with(ContextMiddleware), needs=(SECURED, VALIDATED)),
+)
+
+
+def check(layers: Iterable[Layer]) -> None:
+    """Refuse a chain in which a layer comes before what it relies on."""
+    chain = list(layers)
+    present = {layer.name for layer in chain}
+    given: set[str] = set()
+    seen: set[str] = set()
+    for layer in chain:
+        for need in layer.needs:
+            if need not in given:
+                raise ChainError(f"the {layer.name} layer relies on {need}, which no layer "
+                                 "before it gives")
+        for earlier in layer.after:
+            if earlier in present and earlier not in seen:
+                raise ChainError(f"the {layer.name} layer must come after the {earlier} "
+                                 "layer")
+        given.update(layer.gives)
+        seen.add(layer.name)
+
+
+def build(parts: Parts, layers: Iterable[Layer] = LAYERS) -> list[Any]:
+    """The middleware stack of the chain, outermost first, for the layers the settings
+    have; ChainError where their order breaks a dependency."""
+    built = [(layer, layer.build(parts)) for layer in layers]
+    present = [(layer, middleware) for layer, middleware in built if middleware is not None]
+    check(layer for layer, _ in present)
+    return [middleware for _, middleware in present]

@@ -67,7 +67,7 @@ API_SPEC = V1.document  # the document that declares the plans (x-plans)
 DOCUMENT_PATHS = tuple(f"{api.base_path}{served}" for api in APIS if api.metered
                        for served in ("/openapi.json", "/ui"))
 # No quota and no rate-limit headers on the documents, their UIs and the operations
-# endpoints (DESIGN.md D9).
+# endpoints (D9).
 UNMETERED_PREFIXES = (*DOCUMENT_PATHS,
                       "/healthz", "/readyz", "/metrics")
 

@@ -34,8 +34,9 @@ def request_id_of(scope: Scope) -> str | None:
 
 
 def decide_headers(scope: Scope, headers: list[tuple[bytes, bytes]]) -> None:
-    """Ask for headers on the response. AccessLog, the outermost middleware, writes them on
-    every response; DecidedHeaders writes them inside the response validator."""
+    """Ask for headers on the response. AccessLog, outside every middleware that calls
+    this, writes them on every response; DecidedHeaders writes them inside the response
+    validator."""
     scope.setdefault(DECIDED_HEADERS, []).extend(headers)
 
 
@@ -59,13 +60,14 @@ def adding_headers(send: Send, headers: list[tuple[bytes, bytes]]) -> Send:
 def _new_id() -> str:
     """A new request id: 128 random bits as 32 hex digits. An id must be unique, not secret,
     so it comes from the random module (reseeded in every forked worker), not from the
-    operating system: secrets.token_hex made a system call per request, 3% of a small
-    request's CPU (py-spy, issue 17)."""
+    operating system: secrets.token_hex makes a system call per request, a cost a small
+    request shows (docs/performance.md)."""
     return f"{random.getrandbits(128):032x}"
 
 
 class AccessLog:
-    """Outermost middleware: the request id, and one access line per request."""
+    """The request id, and one access line per request. Sits outside gzip and the quotas,
+    inside the paced bodies, Connexion's server errors and CORS."""
 
     def __init__(self, app: ASGIApp, *, templates: dict[str, str],
                  documents: tuple[str, ...] = ()) -> None:
@@ -133,7 +135,7 @@ class AccessLog:
 class DecidedHeaders:
     """Writes the headers outer middleware decided (rate limits, request id) onto the
     handler's response inside Connexion's response validator, so that the validator sees
-    the headers the YAML declares required (DESIGN.md: headers added outside it are
+    the headers the YAML declares required (headers added outside it are
     invisible to it). Added only where responses are validated."""
 
     def __init__(self, app: ASGIApp) -> None:

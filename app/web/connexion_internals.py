@@ -8,8 +8,8 @@ Each piece names the Connexion behaviour or issue that forces it:
   ``scope["extensions"]["connexion_routing"]`` and ``["connexion_context"]``, no public
   API, and its router works on a shallow copy of the scope. (routed_operation, ...)
 - Path parameters. The router's ``int`` convertor (``[+-]?[0-9]+``) answers 404 for
-  ``abc`` (connexion#770) and turns ``005`` into 5, and its coercion uses ``int()``, which
-  accepts ``+5``, ``5_0`` and Unicode digits, against DESIGN.md D7. (SegmentConvertor,
+  ``abc`` (spec-first/connexion#770) and turns ``005`` into 5, and its coercion uses
+  ``int()``, which accepts ``+5``, ``5_0`` and Unicode digits, against D7. (SegmentConvertor,
   StrictRoutingMiddleware, the inner Flask app's converter, StrictURIParser)
 - Mount order. The operations API sits at base path "" (D16); Starlette tries mounts in
   the order added, and a Mount("") first matches every path. (_specific_first)
@@ -18,7 +18,7 @@ Each piece names the Connexion behaviour or issue that forces it:
   app.web.validation puts in our words; and it deep-copies each parameter's definition and
   builds a validator on every request. (ParameterValidator, JSONBodyValidator)
 - Server errors. The default ServerErrorMiddleware handler answers an empty 500 for
-  errors raised outside the handlers (connexion#2059). (strict_middlewares)
+  errors raised outside the handlers (spec-first/connexion#2059). (strict_middlewares)
 - Per-request setup. The decorator chain of an operation, with three inspect.signature
   calls, is rebuilt on every request, and Flask view functions are registered only on the
   first request. The request validator builds a URI parser and a parameter validator for
@@ -143,7 +143,7 @@ class FlaskSegmentConverter(werkzeug.routing.BaseConverter):
 
 class StrictRoutingMiddleware(RoutingMiddleware):
     """Connexion's router with integer segments routed as text and no slash redirects
-    (a trailing slash is 404 not_found, DESIGN.md D7)."""
+    (a trailing slash is 404 not_found, D7)."""
 
     def __init__(self, app: ASGIApp) -> None:
         super().__init__(app)
@@ -339,9 +339,9 @@ class SpecificFirstSwaggerUIMiddleware(SwaggerUIMiddleware):
 class PreparedRequestValidation(RequestValidationOperation):
     """Connexion's request validation of one operation, in Connexion's order, with its
     validators made on first use, not for every request: the parameter validator (and the
-    URI parser it holds), a tenth of what Connexion costs a small request (issue 27), and
-    for each media type the body validator, whose jsonschema validator Connexion also
-    builds anew for every request (issue 34: a tenth of a POST's CPU). All of them depend
+    URI parser it holds), a good part of what Connexion costs a small request, and for
+    each media type the body validator, whose jsonschema validator Connexion also builds
+    anew for every request (docs/performance.md has both costs). All of them depend
     only on the operation (and the media type); none keeps anything of a request."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -424,7 +424,7 @@ def prepare_request_validation(app: FlaskApp) -> None:
 
 def strict_middlewares(server_error_handler: Callable[..., Any]) -> list[Any]:
     """Connexion's default middleware stack with our router and document server, and a
-    server-error handler that answers the Error body (connexion#2059: the default one
+    server-error handler that answers the Error body (spec-first/connexion#2059: the default one
     answers an empty 500 for errors raised outside the handlers)."""
     replacements: dict[Any, Any] = {
         RoutingMiddleware: StrictRoutingMiddleware,
@@ -528,7 +528,7 @@ def _not_here(handler: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def strict_flask_routes(app: FlaskApp) -> None:
-    """The inner Flask app's int converter replaced too (connexion#770, as above)."""
+    """The inner Flask app's int converter replaced too (spec-first/connexion#770, as above)."""
     app.app.url_map.converters["int"] = FlaskSegmentConverter
 
 

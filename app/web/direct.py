@@ -1,4 +1,4 @@
-"""Operations answered without Flask (issue 34): the writes of the orders.
+"""Operations answered without Flask: the writes of the orders.
 
 A write's CPU went mostly to the machinery around it, not to its SQL: Flask's request
 and response objects, Connexion's decorator chain (which builds a request object and reads

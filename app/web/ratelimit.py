@@ -1,10 +1,10 @@
-"""The rate-limit middleware (DESIGN.md D8-D10): counts every API request against its
+"""The rate-limit middleware (D8-D10): counts every API request against its
 caller's quota (app.core.quotas), answers 429 over quota, bans keys that keep hammering,
 and puts the rate-limit headers on every response.
 
 Why an ASGI middleware and not Flask-Limiter: requests that Connexion rejects (401, 400,
 405) never reach Flask, yet the specification wants the rate-limit headers on every
-response, and a 429 raised inside Flask loses its headers (DESIGN.md).
+response, and a 429 raised inside Flask loses its headers.
 
 Counting (D9): a request with a valid key counts against the key's windows; one without
 (no key, unknown, revoked) against its client address, with the Free plan's numbers.
@@ -68,8 +68,9 @@ def rate_limit_headers(verdict: Verdict, now: float) -> list[tuple[bytes, bytes]
 class RateLimitMiddleware:
     """Counts every API request, answers 429 over quota, puts the headers on every response.
 
-    Added outermost (MiddlewarePosition.BEFORE_EXCEPTION): it sees every request, including
-    those Connexion rejects before Flask. It must send its own 429 and 503, since an
+    Added before Connexion's exception middleware (MiddlewarePosition.BEFORE_EXCEPTION),
+    inside the access log and gzip: it sees every request, including those Connexion
+    rejects before Flask. It must send its own 429 and 503, since an
     exception raised here is not handled by Connexion's error handlers.
     """
 
@@ -145,7 +146,7 @@ class RateLimitMiddleware:
 
     async def _check(self, token: str) -> KeyCheck:
         """What the token opens: from memory when it can tell, else read from the store in
-        a thread, never on the event loop (a guess costs no database read, issue 24)."""
+        a thread, never on the event loop (so a guessed key costs no database read)."""
         check = self.keyring.from_memory(token)
         if check is None:
             check = await run_in_threadpool(self.keyring.check, token)

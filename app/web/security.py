@@ -3,7 +3,7 @@
 Connexion reads the Authorization header and calls bearer_info with its token; the key is
 looked up through the core's Keyring (app.core.keys), cached, since this runs on the event
 loop thread (Connexion 3). An expired key is 401 api_key_expired, and a read key calling an
-operation the YAML marks `x-scope: write` is 403 insufficient_scope (DESIGN.md D21).
+operation the YAML marks `x-scope: write` is 403 insufficient_scope (D21).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def bearer_token(scope: Scope) -> str | None:
 class KeyringForRequests:
     """Hands the keyring, and whether the routed operation needs a write key, to code that
     only sees the ASGI scope (bearer_info), and refuses a request with several
-    Authorization headers (DESIGN.md D12) before the security check reads only the first
+    Authorization headers (D12) before the security check reads only the first
     of them. Added right after routing."""
 
     def __init__(self, app: ASGIApp, *, keyring: Keyring,

@@ -1,4 +1,4 @@
-"""The manual stays true (DESIGN.md D30): the settings page and the CLI reference, rendered
+"""The manual stays true (D30): the settings page and the CLI reference, rendered
 from the code by docs/hooks/reference.py, name every setting, command and option and nothing
 else; no page names a setting or a command that does not exist; and the site builds with
 --strict (a broken link, a missing page or a missing anchor fails)."""

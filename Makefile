@@ -60,7 +60,7 @@ lint: $(STAMP)
 
 ## contract-check: every release in openapi/released/ against the live document of its major
 ## version (petstore-v2-2.2.0.yaml against petstore-v2.yaml): fails on any ERR, a change that
-## breaks that release's clients (DESIGN.md D29; docs/contract-review.md)
+## breaks that release's clients (D29 in docs/house/decisions.md; docs/contract-review.md)
 contract-check: $(STAMP)
 	@status=0; for released in openapi/released/petstore-v*-*.yaml; do \
 		live=openapi/$$(basename $$released | sed -E 's/^(petstore-v[0-9]+)-.*/\1/').yaml; \
@@ -89,8 +89,10 @@ $(SPECTRAL): tools/spectral/package.json tools/spectral/package-lock.json
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site
 
-## bench: load benchmarks with wrk (installed from Debian's packages where missing); the
-## stores benchmark needs a PostgreSQL (PETSTORE_BENCH_POSTGRES_URL, default the local one).
+## bench: load benchmarks with wrk (installed from Debian's packages where missing); those
+## that also run over PostgreSQL (stores, v2, writes, feed, positions, guessing) use
+## PETSTORE_BENCH_POSTGRES_URL (default the local one), and skip it, saying so, when it does
+## not answer.
 ## AGAINST=REV also serves the service as it was at commit REV, for before/after ratios.
 bench: $(STAMP)
 	$(BIN)/python -m bench.service $(if $(AGAINST),--against $(AGAINST))

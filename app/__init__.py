@@ -10,7 +10,11 @@ pyproject.toml and checked by `make lint`):
   quota plans and counters, settings, the domain's exceptions, and the stores. It imports
   no web framework.
 
-``app.cli`` (the ``petstore`` command) stands beside the web wing, on the core alone.
+``app.cli`` (the ``petstore`` command) stands beside the web wing, on the core alone;
+``app.outbound`` sends webhook messages for both.
+
+A comment that says "D7" cites decision D7 of docs/house/decisions.md (its anchor
+``#d7``): the decisions the code relies on, in the repository, one heading each.
 """
 
 __version__ = "1.0.0"

@@ -1,10 +1,10 @@
-"""Sending one webhook message (DESIGN.md D28), with aiohttp's client: the one outbound
+"""Sending one webhook message (D28), with aiohttp's client: the one outbound
 HTTP client of the service, used by the web wing's deliverer (on its event loop) and by the
 CLI's `petstore webhooks test`. It stands between them and the core, which imports no
-HTTP client (import-linter's layers in pyproject.toml). aiohttp, not httpx: at a thousand
-messages a second httpx spent about 700 µs of CPU on each (a scan of its whole pool with
-a poll() per idle connection, and a failed import of trio on every request), aiohttp about
-60 µs (its C parser, no anyio layer), measured by `python -m bench.webhooks`.
+HTTP client (import-linter's layers in pyproject.toml). aiohttp, not httpx: httpx scans
+its whole pool with a poll() per idle connection and tries to import trio on every
+request, which under a thousand messages a second cost the deliverer most of its CPU;
+aiohttp has a C parser and no anyio layer (docs/performance.md, `python -m bench.webhooks`).
 
 Every attempt resolves the URL's host again, checks every address it gets against the
 rules of app.core.webhooks (address_allowed), and connects to the address it checked: the

@@ -1,4 +1,4 @@
-"""The feed of changed orders (DESIGN.md D26), in one run: a page of 100 of the feed against
+"""The feed of changed orders (D26), in one run: a page of 100 of the feed against
 a page of 100 of v2's list, at the beginning and near the end of 1,000,000 orders, every
 request read from the store (the page cache off: the feed has none, and a page is one index
 range in both); then the list of 10 with and without 200 feed requests waiting on the same

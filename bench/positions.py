@@ -1,4 +1,4 @@
-"""How the feed's positions are given on PostgreSQL (DESIGN.md D26), measured: write
+"""How the feed's positions are given on PostgreSQL (D26), measured: write
 throughput of concurrent single-order UPDATEs under four triggers, on a database of the
 benchmark's own (10,000 orders), the ways taking turns round by round:
 

@@ -1,4 +1,4 @@
-"""Webhooks (DESIGN.md D28), over SQLite, one gunicorn worker pinned to one core:
+"""Webhooks (D28), over SQLite, one gunicorn worker pinned to one core:
 
 - commit-to-receipt latency of one endpoint while orders change 100 times a second (a
   commit by a store of this process, as the CLI makes; receipt by a receiver on loopback);

@@ -1,15 +1,20 @@
-"""The manual stays true (DESIGN.md D30): the settings page and the CLI reference, rendered
+"""The manual stays true (D30): the settings page and the CLI reference, rendered
 from the code by docs/hooks/reference.py, name every setting, command and option and nothing
-else; no page names a setting or a command that does not exist; and the site builds with
---strict (a broken link, a missing page or a missing anchor fails)."""
+else; no page names a setting or a command that does not exist; the site builds with
+--strict (a broken link, a missing page or a missing anchor fails); the comments of app/
+cite only decisions docs/house/decisions.md defines, never a document outside the
+repository or an issue number; and the house's map names every module of app/."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
+import io
 import os
 import re
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 from types import ModuleType
 
@@ -177,3 +182,100 @@ def test_every_file_a_page_names_exists(page: Path) -> None:
     missing = sorted({path for path in REPOSITORY_PATH.findall(page.read_text())
                       if not (ROOT / path).exists()})
     assert not missing, f"{page.relative_to(ROOT)} names files that do not exist: {missing}"
+
+
+# The code's comments and the decisions they cite --------------------------------------------
+
+APP_MODULES = sorted((ROOT / "app").rglob("*.py"))
+DECISIONS = {int(number) for number in
+             re.findall(r"\{#d(\d+)\}", (DOCS / "house/decisions.md").read_text())}
+# An upstream project's issue, named in full so that anyone can look it up
+# (spec-first/connexion#770); any other "#12" is an issue of ours, which the repository does
+# not hold.
+UPSTREAM_ISSUE = re.compile(r"[\w.-]+/[\w.-]+$")
+ISSUE = re.compile(r"\bissues? #?\d+", re.IGNORECASE)
+DECISION = re.compile(r"\bD(\d+)\b")
+
+
+def _remarks(source: str) -> list[tuple[int, str]]:
+    """Every comment and docstring of a module's source, with its line: the text a reader
+    takes for the code's reasons."""
+    remarks = [(token.start[0], token.string.lstrip("#").strip())
+               for token in tokenize.generate_tokens(io.StringIO(source).readline)
+               if token.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)):
+            remarks.append((node.lineno, node.value.value))
+    return remarks
+
+
+def _bad_citations(source: str) -> list[str]:
+    """What the comments and docstrings of source cite that a reader cannot look up in the
+    repository: DESIGN.md (or any file of shared/), an issue of ours, a decision that
+    docs/house/decisions.md does not define."""
+    bad = []
+    for line, text in _remarks(source):
+        if "DESIGN.md" in text or "shared/" in text:
+            bad.append(f"line {line}: a document outside the repository")
+        bad.extend(f"line {line}: {found!r}" for found in ISSUE.findall(text))
+        bad.extend(f"line {line}: {m[0]!r}" for m in re.finditer(r"#\d+", text)
+                   if not UPSTREAM_ISSUE.search(text[:m.start()]))
+        bad.extend(f"line {line}: {m[0]!r}, which docs/house/decisions.md does not define"
+                   for m in DECISION.finditer(text) if int(m[1]) not in DECISIONS)
+    return bad
+
+
+def test_the_decisions_page_defines_every_decision_from_d1() -> None:
+    missing = set(range(1, max(DECISIONS) + 1)) - DECISIONS
+    assert not missing, f"docs/house/decisions.md skips {sorted(missing)}"
+    assert max(DECISIONS) >= 35  # a decision keeps its number for good
+
+
+@pytest.mark.parametrize("module", APP_MODULES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_comments_cite_only_what_the_repository_holds(module: Path) -> None:
+    bad = _bad_citations(module.read_text())
+    assert not bad, f"{module.relative_to(ROOT)} cites what the repository does not hold: {bad}"
+
+
+def test_the_citation_check_finds_each_kind_of_bad_citation() -> None:
+    source = """\"\"\"A module (DESIGN.md D7).\"\"\"
+# Cut by half (issue 34); see #27 and (Issue #21).
+def f() -> None:
+    \"\"\"Answers as D999 says.\"\"\"
+# Fine: D7, D8-D10, spec-first/connexion#2059, libuv/libuv#3696.
+"""
+    assert _bad_citations(source) == [
+        "line 2: 'issue 34'", "line 2: 'Issue #21'", "line 2: '#27'", "line 2: '#21'",
+        "line 1: a document outside the repository",
+        "line 4: 'D999', which docs/house/decisions.md does not define",
+    ]
+
+
+def _map() -> list[str]:
+    """The lines of the house page's map (its first code block after "## The map")."""
+    house = (DOCS / "house/index.md").read_text()
+    return house.split("## The map", 1)[1].split("```", 2)[1].splitlines()
+
+
+def _named_in_map(module: str, lines: list[str]) -> bool:
+    """Whether a line of the map names module: by its path; as one of the names after a
+    path in its folder ("app/core/logs.py, health.py"); or within a folder the map names
+    as a whole ("app/core/contract/")."""
+    folder, name = module.rsplit("/", 1)
+    for line in lines:
+        head = line.split("  ", 1)[0]
+        first = head.split(",", 1)[0].strip()
+        if first == module or (first.endswith("/") and module.startswith(first)):
+            return True
+        if first.rsplit("/", 1)[0] == folder and name in {n.strip() for n in head.split(",")}:
+            return True
+    return False
+
+
+def test_the_house_map_names_every_module_of_app() -> None:
+    lines = _map()
+    modules = [str(path.relative_to(ROOT)) for path in APP_MODULES]
+    missing = [module for module in modules if not _named_in_map(module, lines)]
+    assert not missing, f"docs/house/index.md's map leaves out {missing}"
+    assert not _named_in_map("app/web/unmapped.py", lines)  # the check can fail

@@ -1,4 +1,4 @@
-"""What app/outbound.py puts on the wire (DESIGN.md D28), against a real receiver on
+"""What app/outbound.py puts on the wire (D28), against a real receiver on
 loopback: the request goes to the address that was checked, yet carries the URL's own
 Host, path and query; the answer's status, Retry-After and first KiB are what the attempts
 log keeps; a redirect is a failure that is not followed."""

@@ -4,6 +4,10 @@ responses cannot pass Connexion's response validation."""
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from app.core.config import Settings
 from app.core.storage import Store
 from app.web import create_app
@@ -21,3 +25,18 @@ def test_quotas_disabled_send_no_rate_limit_headers(settings: Settings, store: S
             response = client.get(LIST, headers={"Authorization": f"Bearer {key}"})
             assert response.status_code == 200
             assert not any(name in response.headers for name in RATE_HEADERS)
+
+
+def test_with_quotas_off_repeated_reads_and_plain_writes_are_still_answered_fast(
+    settings: Settings, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = make_key(store)
+    store.import_orders([{"id": 1, "petId": 7, "status": "pending"}])
+    app = create_app(settings.replace(ratelimit_enabled=False, validate_responses=False))
+    auth = {"Authorization": f"Bearer {key}"}
+    with app.test_client() as client, caplog.at_level(logging.INFO, "petstore.access"):
+        assert client.get(LIST, headers=auth).status_code == 200
+        assert client.get(LIST, headers=auth).status_code == 200
+        assert client.post("/v2/store/orders/1/ship", headers=auth).status_code == 200
+    answered = [r.answered_by for r in caplog.records if r.name == "petstore.access"]
+    assert answered == ["long", "kept", "early"]

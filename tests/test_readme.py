@@ -1,4 +1,4 @@
-"""The README is a door (DESIGN.md D30): short, and its one table names every operation of
+"""The README is a door (D30): short, and its one table names every operation of
 every served document, and nothing else."""
 
 from __future__ import annotations

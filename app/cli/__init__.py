@@ -1,7 +1,7 @@
 """The `petstore` command: set up the database, manage API keys, orders and pets, serve
 the API.
 
-One module per command group (DESIGN.md D31), put together here with `add_command`; what
+One module per command group (D31), put together here with `add_command`; what
 they share is in `_shared`. Everything a person reads goes to standard error; standard
 output carries only what a script would capture (a new key, --json listings).
 """

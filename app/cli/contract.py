@@ -1,5 +1,5 @@
 """`petstore contract`: what an edit of an OpenAPI document changes for its clients
-(DESIGN.md D29), named by oasdiff's rule ids and levels with the line of the YAML."""
+(D29), named by oasdiff's rule ids and levels with the line of the YAML."""
 
 from __future__ import annotations
 

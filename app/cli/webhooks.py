@@ -1,4 +1,4 @@
-"""`petstore webhooks`: the operator's view of every webhook endpoint (DESIGN.md D28), and
+"""`petstore webhooks`: the operator's view of every webhook endpoint (D28), and
 `listen`, a receiver for a developer's terminal (what `stripe listen` is)."""
 
 from __future__ import annotations

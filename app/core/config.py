@@ -64,7 +64,7 @@ def _database(text: str) -> str:
 def _busy_timeout(text: str) -> int:
     value = int(text)
     if not 0 <= value <= 1000:
-        raise ValueError("must be between 0 and 1000 milliseconds (DESIGN.md D15)")
+        raise ValueError("must be between 0 and 1000 milliseconds")
     return value
 
 
@@ -231,7 +231,7 @@ SETTINGS: tuple[Setting, ...] = (
         "HEAD_MAX_BYTES",
         "16384",
         "Largest request head (request line and headers) a worker reads; a larger one is "
-        "answered 431 and its connection closed (DESIGN.md D27).",
+        "answered 431 and its connection closed.",
         _positive_int,
     ),
     Setting(
@@ -350,7 +350,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "WEBHOOKS_ENABLED",
         "true",
-        "Run a deliverer of webhooks (DESIGN.md D28) in each worker of this host; false on "
+        "Run a deliverer of webhooks in each worker of this host; false on "
         "a host that should only answer requests (the endpoints are still served).",
         _boolean,
     ),

@@ -125,8 +125,8 @@ class InvalidParameter(PetstoreError):
 
 
 class PetNotInCatalogue(PetstoreError):
-    """placeOrder named a pet the shop's catalogue does not hold, while it holds some
-    (issue 36). param is the field at fault."""
+    """placeOrder named a pet the shop's catalogue does not hold, while it holds some:
+    a shop that keeps a catalogue sells only its pets. param is the field at fault."""
 
     param = "petId"
 
@@ -155,7 +155,7 @@ class WebhookEndpointNotFound(PetstoreError):
 
 class WebhookUrlNotAllowed(PetstoreError):
     """A webhook URL whose host is, or resolves to, an address the service may not call
-    (D28's SSRF rules): 422 webhook_url_not_allowed, naming the url (issue 36)."""
+    (D28's SSRF rules): 422 webhook_url_not_allowed, naming the url in param."""
 
     param = "url"
 

@@ -1,4 +1,4 @@
-"""The feed of changed orders (DESIGN.md D26): what a client keeping a mirror of the orders
+"""The feed of changed orders (D26): what a client keeping a mirror of the orders
 asks for, "every order changed since I last looked", in the order of the changes.
 
 Each order carries the position of its last change (the stores give it in commit order,

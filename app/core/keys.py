@@ -33,14 +33,15 @@ log = logging.getLogger("petstore.keys")
 KEY_PREFIX = "psk_"
 VISIBLE_CHARS = 12  # "psk_" and 8 random characters: enough to tell keys apart in a list
 KEY_CACHE_SIZE = 10_000
-# How old the worker's set of every key's digest may be when it says a token opens nothing
-# (issue 24): a token refused from memory, not by a database read per guess. A miss on an
-# older set reloads it, so a key made just now works at once unless another token missed
-# within this time; the store sees at most one reload of the set this often per worker.
+# How old the worker's set of every key's digest may be when it says a token opens nothing:
+# a token refused from memory, not by a database read per guess, so that guessing keys costs
+# the store nothing. A miss on an older set reloads it, so a key made just now works at once
+# unless another token missed within this time; the store sees at most one reload of the
+# set this often per worker.
 DIGESTS_FRESH = 0.05
 _MISSING: Any = object()  # the cache's "not looked up yet", apart from None ("no such key")
 # Share of PETSTORE_KEY_CACHE_SECONDS after which a key in use is read again, ahead of its
-# expiry, by the keyring's own thread (issue 27).
+# expiry, by the keyring's own thread, so that no request waits for the read.
 REFRESH_AFTER = 0.5
 LAST_USED_EVERY = 60.0  # seconds: last use is kept to the minute (D21)
 DURATION = re.compile(r"(\d+)([smhdw])")
@@ -111,9 +112,9 @@ class Keyring:
     has passed, by a thread of the keyring's own; its requests go on being answered from
     memory meanwhile. Waiting for the expiry instead sent every request in flight with that
     key, up to one per connection, to a thread of its own to read it at once, every
-    PETSTORE_KEY_CACHE_SECONDS: the p99 of `make bench` at 64 connections was 1.3 times
-    what it is with no expiry (issue 27). An answer is still never older than the time to
-    live: if the read ahead fails, the entry expires as before.
+    PETSTORE_KEY_CACHE_SECONDS, and that burst was the tail of the latency. An answer is
+    still never older than the time to live: if the read ahead fails, the entry expires as
+    before.
     """
 
     def __init__(self, store: Store, ttl_seconds: float, last_used: LastUsed | None = None) -> None:

@@ -31,7 +31,7 @@ class JsonLines(OrjsonFormatter):
     """The service's JSON line (python-json-logger over orjson: compact, no spaces).
 
     One is written per request, so two of the formatter's steps are done more cheaply,
-    with the same output (issue 27: together a third of what the access line cost):
+    with the same output (the two that cost most of the line):
     the time's text is made once a second, and the fields are gathered in one pass."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -34,7 +34,7 @@ QUOTA_STORAGE_ERRORS = Counter("petstore_quota_storage_errors",
                                "Failed calls to the quota storage (Redis).")
 CONNECTIONS_CLOSED = Counter(
     "petstore_connections_closed", "Connections a worker closed to bound what one client "
-    "holds (DESIGN.md D27), by reason: head_timeout, head_too_large (431), evicted (pushed "
+    "holds, by reason: head_timeout, head_too_large (431), evicted (pushed "
     "out at the cap by a new one), refused (at the cap, with none to push out).", ["reason"])
 ACCEPT_FAILURES = Counter("petstore_accept_failures",
                           "Failed accepts of a new connection (out of file descriptors, ...).")

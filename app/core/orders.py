@@ -1,5 +1,5 @@
 """The order rules, as plain functions over a store: one state machine for the API (v1, v2)
-and the CLI alike (DESIGN.md D2, D3, D22-D25).
+and the CLI alike (D2, D3, D22-D25).
 
 (none)  --place----> pending (under an idempotency key: a repeat replays the first answer)
 pending --cancel---> cancelled (again: unchanged, a retry is safe, D3)
@@ -181,11 +181,11 @@ class Placing:
         """Place the order the body describes (petId, quantity, shipDate, already checked
         against the document), or replay the key's first answer.
 
-        A shop that keeps a pets catalogue (one pet or more) takes orders only for its pets
-        (issue 36): a petId it does not hold is PetNotInCatalogue, and the key is kept for
-        nothing. With no catalogue, any petId is taken; imports (the operator's, with
-        history) are not held to it. A replay answers as first answered, whatever the
-        catalogue holds now."""
+        A shop that keeps a pets catalogue (one pet or more) takes orders only for its pets,
+        so that no order is placed that nobody can fill: a petId it does not hold is
+        PetNotInCatalogue, and the key is kept for nothing. With no catalogue, any petId is
+        taken; imports (the operator's, with history) are not held to it. A replay answers
+        as first answered, whatever the catalogue holds now."""
         claim = (api_key_id, key)
         with self._lock:
             if claim in self._keys:

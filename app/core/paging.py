@@ -1,4 +1,4 @@
-"""The order list of v2: filters, a sort, and pages walked by cursor (DESIGN.md D18, D19).
+"""The order list of v2: filters, a sort, and pages walked by cursor (D18, D19).
 
 A page is read by keyset, never OFFSET: it starts after the sort key of the last order of
 the page before, so page 10,000 costs what page 1 costs. The cursor carries that key, and

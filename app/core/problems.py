@@ -1,4 +1,5 @@
-"""The rules a value in a request can break, each with its plain sentence (issue 36): one
+"""The rules a value in a request can break, each with a plain sentence of our own rather
+than jsonschema's or Python's wording, so that a client can show it beside the field: one
 table for the request body, the parameters and headers, and the core's own checks (a
 cursor, an Idempotency-Key), in v1 and v2 alike.
 

@@ -1,5 +1,5 @@
-"""Webhooks (DESIGN.md D28): the rules, with no network code. The web wing's deliverer
-(app/web/deliverer.py) and its sender (app/web/outbound.py) carry them out.
+"""Webhooks (D28): the rules, with no network code. The web wing's deliverer
+(app/web/deliverer.py) and its sender (app/outbound.py) carry them out.
 
 - Endpoints: a URL (http or https, no userinfo, at most 2,048 characters) whose host may
   only be a global address, or one inside PETSTORE_WEBHOOK_ALLOWED_NETWORKS (address_allowed),

@@ -39,10 +39,12 @@ DOCUMENT_PATHS = tuple(f"{api.base_path}{served}" for api in APIS if api.metered
                        for served in ("/openapi.json", "/ui"))
 
 
-def create_app(settings: Settings | None = None) -> FlaskApp:
+def create_app(settings: Settings | None = None, *,
+               layers: tuple[chain.Layer, ...] = chain.LAYERS) -> FlaskApp:
     """Build the service: the OpenAPI documents routed to the handlers through the chain
     of chain.py, over the store the settings name. Tests pass their own Settings; wsgi.py
-    reads them from the environment."""
+    reads them from the environment. layers is the served chain; only the test that holds
+    the fast answers to the long way's passes another (chain.LONG_WAY)."""
     settings = settings or Settings.from_env()
     configure_logging(settings)
     services: Services = open_services(settings)
@@ -90,7 +92,7 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
     app = FlaskApp(
         __name__,
         specification_dir=OPENAPI_DIR,
-        middlewares=chain.build(parts),
+        middlewares=chain.build(parts, layers),
         lifespan=lifespan,
         # FlaskApp's default indents, which forces the pure-Python encoder.
         jsonifier=OrjsonJsonifier(),

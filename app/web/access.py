@@ -104,6 +104,6 @@ class AccessLog:
                 "duration_ms": round(seconds * 1000, 2),
                 "key_id": key.id if key is not None and found.operation is not None
                 else None,
-                "answered_by": found.answered_by or "handler",
+                "answered_by": found.answered_by or "long",
             },
         )

@@ -1,4 +1,4 @@
-"""Request bodies (DESIGN.md D22): at most MAX_BODY_BYTES, else 413 payload_too_large,
+"""Request bodies (D22): at most MAX_BODY_BYTES, else 413 payload_too_large,
 whether its Content-Length says so at once or a chunked body grows past it; and a JSON body
 that is not UTF-8 is 400 invalid_request (Connexion's JSON validator decodes it unguarded, a
 UnicodeDecodeError and so a 500). Added before Connexion's validation

@@ -219,6 +219,13 @@ LAYERS: tuple[Layer, ...] = (
 )
 
 
+# The layers that only answer sooner what the layers after them would answer: the served
+# chain without them is the long way, which tests/web/test_fast_answers.py holds every
+# fast answer to, for every operation of the documents.
+FAST = frozenset({"kept reads", "early writes", "kept answers"})
+LONG_WAY = tuple(layer for layer in LAYERS if layer.name not in FAST)
+
+
 def check(layers: Iterable[Layer]) -> None:
     """Refuse a chain in which a layer comes before what it relies on."""
     chain = list(layers)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, TypeVar
 
 import flask
@@ -96,11 +96,13 @@ def if_match_versions(header: str | None) -> set[int] | None:
     return {int(found[1]) for tag in tags if (found := VERSION_TAG.fullmatch(tag))}
 
 
-def tagged_json(body: bytes, headers: dict[str, str] | None = None,
+def tagged_json(body: bytes | Iterator[bytes], headers: dict[str, str] | None = None,
                 tag: str | None = None) -> flask.Response:
-    """A JSON body with its ETag (tag, or a digest of the body), or 304 and no body when the
-    request's If-None-Match matches it."""
-    tag = tag or content_etag(body)
+    """A JSON body with its ETag (tag, or a digest of the body, which must then be bytes),
+    or 304 and no body when the request's If-None-Match matches it."""
+    if tag is None:
+        assert isinstance(body, bytes), "a body sent in pieces needs its tag"
+        tag = content_etag(body)
     given = flask.request.headers.get("If-None-Match")
     if given is not None and matches(given, tag):
         response = flask.Response(status=304, headers={"ETag": tag})
@@ -187,11 +189,13 @@ class AnswerCache:
         operation = found.operation if found is not None else None
         keeping = self.operations.get(operation.id) if operation is not None else None
         key = found.key if found is not None else None
-        if keeping is None or key is None or operation is None or scope["method"] != "GET":
+        if (keeping is None or key is None or operation is None or found is None
+                or scope["method"] != "GET"):
             await self.app(scope, receive, send)
             return
         revision = await current_revision(self.store)  # before the handler reads the orders
         if keeping.revision_tag is not None and self._revalidated(scope, keeping, revision):
+            found.answered_by = "kept"
             tag = keeping.revision_tag(revision).encode("ascii")
             await send({"type": "http.response.start", "status": 304,
                         "headers": [(b"etag", tag)]})
@@ -203,6 +207,7 @@ class AnswerCache:
         target = self.answers.target(scope, key.id)
         kept = self.answers.kept.get(target)
         if kept is not None and kept.revision == revision:
+            found.answered_by = "kept"
             await send_kept(scope, send, kept)
             return
         await self.app(scope, receive, self._keeping(send, target, operation.id, revision))

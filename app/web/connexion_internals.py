@@ -8,8 +8,8 @@ Each piece names the Connexion behaviour or issue that forces it:
   ``scope["extensions"]["connexion_routing"]``, no public API, and its router works on a
   shallow copy of the scope. (share_extensions, routed_operation, routed_base_path)
 - Path parameters. The router's ``int`` convertor (``[+-]?[0-9]+``) answers 404 for
-  ``abc`` (connexion#770) and turns ``005`` into 5, and its coercion uses ``int()``, which
-  accepts ``+5``, ``5_0`` and Unicode digits, against DESIGN.md D7. (SegmentConvertor,
+  ``abc`` (spec-first/connexion#770) and turns ``005`` into 5, and its coercion uses
+  ``int()``, which accepts ``+5``, ``5_0`` and Unicode digits, against D7. (SegmentConvertor,
   StrictRoutingMiddleware, the inner Flask app's converter, StrictURIParser)
 - Mount order. The operations API sits at base path "" (D16); Starlette tries mounts in
   the order added, and a Mount("") first matches every path. (_specific_first)
@@ -131,7 +131,7 @@ class FlaskSegmentConverter(werkzeug.routing.BaseConverter):
 
 class StrictRoutingMiddleware(RoutingMiddleware):
     """Connexion's router with integer segments routed as text and no slash redirects
-    (a trailing slash is 404 not_found, DESIGN.md D7)."""
+    (a trailing slash is 404 not_found, D7)."""
 
     def __init__(self, app: ASGIApp) -> None:
         super().__init__(app)
@@ -369,9 +369,9 @@ class SpecificFirstSwaggerUIMiddleware(SwaggerUIMiddleware):
 class PreparedRequestValidation(RequestValidationOperation):
     """Connexion's request validation of one operation, in Connexion's order, with its
     validators made on first use, not for every request: the parameter validator (and the
-    URI parser it holds), a tenth of what Connexion costs a small request (issue 27), and
-    for each media type the body validator, whose jsonschema validator Connexion also
-    builds anew for every request (issue 34: a tenth of a POST's CPU). All of them depend
+    URI parser it holds), a good part of what Connexion costs a small request, and for
+    each media type the body validator, whose jsonschema validator Connexion also builds
+    anew for every request (docs/performance.md has both costs). All of them depend
     only on the operation (and the media type); none keeps anything of a request."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -526,7 +526,7 @@ def _not_here(handler: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def strict_flask_routes(app: FlaskApp) -> None:
-    """The inner Flask app's int converter replaced too (connexion#770, as above)."""
+    """The inner Flask app's int converter replaced too (spec-first/connexion#770, as above)."""
     app.app.url_map.converters["int"] = FlaskSegmentConverter
 
 

@@ -1,4 +1,4 @@
-"""CORS: Starlette's middleware, first in the chain (DESIGN.md's request path), for the
+"""CORS: Starlette's middleware, first in the chain (the request path), for the
 origins of PETSTORE_CORS_ORIGINS."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ EXPOSED_HEADERS = ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Re
 
 
 class Cors(CORSMiddleware):
-    """Starlette's CORS middleware, first in the chain (DESIGN.md's request path), whose
+    """Starlette's CORS middleware, first in the chain (the request path), whose
     refused preflights answer with the Error object instead of plain text."""
 
     def __init__(self, app: ASGIApp, origins: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""The deliverer of webhooks (DESIGN.md D28): one per worker, on its event loop.
+"""The deliverer of webhooks (D28): one per worker, on its event loop.
 
 It claims endpoints by lease (Store.claim_webhook_endpoints: PostgreSQL's FOR UPDATE SKIP
 LOCKED, SQLite's write lock), so that each endpoint has one deliverer across every worker

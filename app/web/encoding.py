@@ -100,7 +100,8 @@ class PacedBodies:
     """Hands a large body to the server a slice at a time. The server sends what the
     socket takes and buffers the rest, but waits for its buffer to drain before taking
     more: a body written whole (a cached list of tens of MB) would be copied whole into
-    the buffer of every slow client's connection. Added outermost."""
+    the buffer of every slow client's connection. Added before Connexion's exception
+    middleware, outside the access log and gzip (inside CORS and the server errors)."""
 
     SLICE = 1 << 20  # bytes
 

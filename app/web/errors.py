@@ -49,7 +49,7 @@ RETRY_AFTER_UNAVAILABLE = 1
 
 
 class DuplicateAuthorization(PetstoreError):
-    """A request with several Authorization headers (DESIGN.md D12)."""
+    """A request with several Authorization headers (D12)."""
 
     param = "Authorization"
 
@@ -58,7 +58,7 @@ class DuplicateAuthorization(PetstoreError):
 
 
 class ApiKeyExpired(PetstoreError):
-    """A key past its expiry (DESIGN.md D21): 401 api_key_expired."""
+    """A key past its expiry (D21): 401 api_key_expired."""
 
     def __init__(self) -> None:
         super().__init__("The API key has expired; ask for a new one.")
@@ -74,7 +74,7 @@ class InsufficientScope(PetstoreError):
 
 def error_body(status: int, code: str, message: str, param: str | None = None) -> bytes:
     """The Error object every error response carries, as compact as every other body;
-    with param (v2, issue 36) when one field of the request is at fault."""
+    with param (v2's; v1's keeps its shape) when one field of the request is at fault."""
     if param is None:
         return orjson.dumps({"code": code, "message": message, "status": status})
     return orjson.dumps({"code": code, "message": message, "param": param, "status": status})
@@ -95,7 +95,7 @@ def error_response(
 
 
 # The base paths of the documents whose Error has `param` (v2 since 2.3.0); v1's answers
-# keep their shape (DESIGN.md D17).
+# keep their shape (D17).
 _PARAM_PATHS = tuple(f"{api.base_path}/" for api in APIS if api.names_params)
 
 

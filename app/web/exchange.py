@@ -41,8 +41,8 @@ class Exchange:
     # The operation the request was found to be: by Connexion's router (the routed layer),
     # or by a layer that answers before it (kept reads, early writes).
     operation: Operation | None = None
-    # Which layer answered: "kept" (a kept answer), "early" (a plainly valid write),
-    # or None for the long way (Connexion's routing, security and validation).
+    # Which fast layer answered (chain.FAST): "kept" (a kept answer), "early" (a plainly
+    # valid write); None for the long way. The access line says it.
     answered_by: str | None = None
 
     @property

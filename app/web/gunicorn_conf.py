@@ -30,7 +30,8 @@ logconfig_dict = gunicorn_logconfig(settings)
 
 
 def child_exit(server: Any, worker: Any) -> None:
-    """Retire a dead worker's live gauges from the multiprocess metrics (issue 19)."""
+    """Retire a dead worker's live gauges from the multiprocess metrics, so that /metrics
+    shows only the workers alive (petstore_workers among them)."""
     metrics.worker_exited(worker.pid)
 
 

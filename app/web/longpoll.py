@@ -1,4 +1,4 @@
-"""Long polling of the feed of changed orders (DESIGN.md D26), without a handler thread.
+"""Long polling of the feed of changed orders (D26), without a handler thread.
 
 The handler of listOrderChanges answers at once. When its page is empty and the request
 asked to `wait`, it marks its answer with WAIT_HEADER (the revision the page was read at,

@@ -1,10 +1,10 @@
-"""The rate-limit middleware (DESIGN.md D8-D10): counts every API request against its
+"""The rate-limit middleware (D8-D10): counts every API request against its
 caller's quota (app.core.quotas), answers 429 over quota, bans keys that keep hammering,
 and puts the rate-limit headers on every response.
 
 Why an ASGI middleware and not Flask-Limiter: requests that Connexion rejects (401, 400,
 405) never reach Flask, yet the specification wants the rate-limit headers on every
-response, and a 429 raised inside Flask loses its headers (DESIGN.md).
+response, and a 429 raised inside Flask loses its headers.
 
 Counting (D9): a request with a valid key counts against the key's windows; one without
 (no key, unknown, revoked) against its client address, with the Free plan's numbers.

@@ -31,10 +31,10 @@ class Api:
     handlers: str  # the package of its handler modules, one module per tag
     strict: bool  # whether a query parameter the document does not declare is 400
     metered: bool  # whether its operations count against quotas (D9)
-    names_params: bool = False  # whether its Error has `param` (issue 36)
+    names_params: bool = False  # whether its Error names the field at fault
 
 
-# DESIGN.md D17: v1 and v2 side by side, each with its own document, openapi.json and UI;
+# D17: v1 and v2 side by side, each with its own document, openapi.json and UI;
 # D16: the operations endpoints at the root, outside both contracts.
 V1 = Api("petstore-v1.yaml", "/v1", f"{HANDLERS}.v1", strict=False, metered=True)  # D6
 V2 = Api("petstore-v2.yaml", "/v2", f"{HANDLERS}.v2", strict=True, metered=True,  # D19

@@ -1,4 +1,4 @@
-"""Request validation in our words (issue 36). What jsonschema finds wrong with a parameter,
+"""Request validation in our words, not jsonschema's. What jsonschema finds wrong with a parameter,
 a header or the request body (its ValidationError: the keyword that failed, its value, the
 path to the value, the schema) becomes the rule of app.core.problems it broke, the field at
 fault as the client sent it (`param`), and that rule's sentence: never jsonschema's message.
@@ -98,7 +98,7 @@ def parameter_problem(error: ValidationError | None, definition: dict[str, Any],
 
 def unknown_query_problem(sent: Iterable[str], declared: list[str]) -> FieldProblem:
     """The FieldProblem of query parameters an operation does not declare (v2 is strict,
-    DESIGN.md D19): the first one sent is named."""
+    D19): the first one sent is named."""
     name = next(iter(sent))
     facts = {"where": "query parameter of this operation", "known": declared}
     return FieldProblem(problems.sentence(name or EMPTY_NAME, "additionalProperties", facts),

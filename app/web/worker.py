@@ -1,20 +1,18 @@
 """The gunicorn worker `petstore serve` runs: uvicorn's, with uvloop and httptools, except
 that it accepts connections itself, every waiting one at once.
 
-Why (issue 17, measured): since libuv 1.45 (libuv/libuv#3696) uvloop accepts one connection
-per turn of its loop. A worker busy with 64 connections turns its loop about every 10 ms, so
-a burst of new connections, as a client's pool opening, waits in a staircase: on the wire
-(tcpdump) every answer slower than 40 ms was the first on its connection, the 64th about
-300 ms late, and wrk's p99 at 64 connections swung from 1.5 to 17 times its p50 from run to
-run. asyncio's own loop accepts every waiting connection at once and has no such tail, but
-cost 5 to 8% of throughput; so uvloop stays, and this worker takes over accept: a reader on
+Why: since libuv 1.45 (libuv/libuv#3696) uvloop accepts one connection per turn of its
+loop, so on a busy worker a burst of new connections, as a client's pool opening, waits in
+a staircase, one turn of the loop each, and the last of them sets the tail of the latency.
+asyncio's own loop accepts every waiting connection at once and has no such tail, but costs
+throughput; so uvloop stays, and this worker takes over accept: a reader on
 the listening socket accepts until none waits, and hands each connection to uvloop
 (connect_accepted_socket) with uvicorn's protocol, as uvicorn's own server would.
 
-It also bounds what one client can hold (DESIGN.md D27, issue 24), before any of the
-service's code runs: uvicorn reads a request head of any size and waits for it forever, and
-a client that held 22,000 connections with partial heads ran the worker out of file
-descriptors, after which its accept loop spun logging 60,000 lines a second. Here:
+It also bounds what one client can hold (D27), before any of the service's code runs:
+uvicorn reads a request head of any size and waits for it forever, so a client holding
+thousands of connections with partial heads could run the worker out of file descriptors,
+after which its accept loop spun, logging without end. Here:
 - a request head is at most PETSTORE_HEAD_MAX_BYTES, else 431 (an Error body) and a
   lingering close; it must arrive within PETSTORE_HEAD_TIMEOUT of the connection opening or
   of the previous answer, else the connection is closed;
@@ -26,7 +24,7 @@ descriptors, after which its accept loop spun logging 60,000 lines a second. Her
 
 Every reach into uvicorn's internals is here: Server.startup's socket branch, the worker's
 _serve that builds the Server, and GuardedProtocol's overrides of HttpToolsProtocol's
-parser callbacks (uvicorn 0.3x's httptools_impl).
+parser callbacks (uvicorn's httptools_impl).
 """
 
 from __future__ import annotations
@@ -65,7 +63,7 @@ PASSING = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM}
 EXHAUSTED = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 PAUSE_SECONDS = 1.0  # as asyncio's own accept loop does on EMFILE
 # At most this many accepts a turn of the loop: a burst of connections is still taken at
-# once (issue 17), and the connections pushed out to make room for them, whose descriptors
+# once, and the connections pushed out to make room for them, whose descriptors
 # close on the next turn, stay within RESERVED_FILES.
 ACCEPT_BATCH = 64
 # Descriptors a worker keeps for what is not a client connection: the database and its
@@ -89,7 +87,7 @@ def connection_cap(settings: Settings) -> int:
 
 @dataclass(frozen=True)
 class Bounds:
-    """What one worker allows a connection (DESIGN.md D27)."""
+    """What one worker allows a connection (D27)."""
 
     head_max_bytes: int
     head_timeout: float
@@ -227,7 +225,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self.guard.wait(self)
 
     def refuse_head(self) -> None:
-        """431 with an Error body, then a lingering close (DESIGN.md D27, as nginx does):
+        """431 with an Error body, then a lingering close (D27, as nginx does):
         stop writing, read and drop what the client still sends for a while, then close.
         Closing at once with unread input would send a reset, and the client would never
         see the 431. (uvicorn's eof_received closes as soon as the client has sent all.)
@@ -325,15 +323,15 @@ def freeze_what_lives() -> None:
     """Once the app is built, keep the garbage collector off what lives as long as the
     process (the app, its documents, their validators, Flask, Connexion).
 
-    Python's full collections walk every tracked object; with the app's 85,000 or so, one
-    took long enough to be the service's p99: `make bench` showed p99 about five times p50,
-    and with the collector off, 1.6 times (issue 17). After gc.freeze() those objects are
-    never walked again, while everything a request makes is still collected as before.
+    Python's full collections walk every tracked object; with the app's tens of thousands,
+    one took long enough to be the service's p99 (docs/performance.md). After gc.freeze()
+    those objects are never walked again, while everything a request makes is still
+    collected as before.
 
     Here, after the lifespan's startup, rather than when gunicorn's worker starts: Connexion
     builds its middleware stack (every operation's validators) on the first ASGI message it
     gets, the lifespan's. Frozen before that, it was walked by every full collection under
-    load, 2.5 ms each, about one a second (gc.callbacks, issue 27)."""
+    load, and those collections came often (gc.callbacks showed them)."""
     gc.collect()
     gc.freeze()
 

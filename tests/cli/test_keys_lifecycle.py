@@ -1,4 +1,4 @@
-"""`petstore keys` for keys with a lifecycle (DESIGN.md D21): expiry, scope, rotation, an
+"""`petstore keys` for keys with a lifecycle (D21): expiry, scope, rotation, an
 aligned list, and export/import of digests and metadata, never a secret."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`petstore webhooks` (DESIGN.md D28): the operator adds, lists, shows, disables, enables,
+"""`petstore webhooks` (D28): the operator adds, lists, shows, disables, enables,
 rotates, replays, tests and removes endpoints; `listen` receives, verifies and prints
 messages as JSON lines until SIGTERM."""
 

@@ -3,7 +3,7 @@ service's openapi.json. For every document they use (the released ones, never ed
 the current ones), openapi-python-client generates a client without a warning, and that
 client lists, cancels and revalidates against today's service over real HTTP.
 
-A released document keeps its promise (DESIGN.md D17): a change to v1 or v2 that would break
+A released document keeps its promise (D17): a change to v1 or v2 that would break
 a client generated from release 1.0.0 of v1 or 2.0.0 of v2 fails here. A current document
 that leaves its file for a reference (which the generator does not follow, and so drops every
 response model it needs) fails here too."""

@@ -178,7 +178,7 @@ V2_OWN = {("parameters", "OrderId"), ("headers", "ETag"), ("schemas", "Error")}
 
 def test_what_v2_shares_with_v1_is_written_alike() -> None:
     """The plans, the key scheme, the Error object, Order, the rate-limit headers and the
-    error responses are one contract in two documents (DESIGN.md D17): v2 writes them out so
+    error responses are one contract in two documents (D17): v2 writes them out so
     that it stands alone, and must write them exactly as v1 does. Change both together."""
     v1 = yaml.safe_load((OPENAPI_DIR / V1.document).read_text())
     v2 = yaml.safe_load((OPENAPI_DIR / V2.document).read_text())

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.contract
 MAX_EXAMPLES = 100  # per operation and phase; the whole module takes well under two minutes
 # Every check runs on every operation. One expectation is widened, for v2's listOrders: its
 # cursor is any string by the schema, but only a cursor this service gave out, for the same
-# filters and sort, is accepted (DESIGN.md D18), so schema-valid data may be refused with
+# filters and sort, is accepted (D18), so schema-valid data may be refused with
 # 400 there. (No JSON Schema can say "a string this service signed".)
 V2_CURSOR = {
     "include-path": "/store/orders", "include-method": "GET",
@@ -39,7 +39,7 @@ V2_FEED = {
         "expected-statuses": ["2xx", "400", "401", "403", "410", "429", "5xx"]}},
 }
 # And one check does not apply to one operation: use_after_free expects a resource gone
-# after its DELETE, where cancelOrder keeps the order, cancelled (DESIGN.md D2, D20), and
+# after its DELETE, where cancelOrder keeps the order, cancelled (D2, D20), and
 # getOrder answers it with status "cancelled" (tests/web/test_orders_v2.py asserts that).
 V2_CANCEL_KEEPS = {
     "include-path": "/store/orders/{orderId}",  # GET and DELETE: the check spans both

@@ -63,7 +63,7 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", "400", "401",
                                                      "409", "429", "5xx"]
 """
 # The feed's `after` is any string by the schema, but only a cursor this service gave out is
-# accepted (DESIGN.md D26): a forged one is refused with 400.
+# accepted (D26): a forged one is refused with 400.
 V2_CONFIG += """
 [[operations]]
 include-operation-id = "listOrderChanges"
@@ -71,7 +71,7 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403",
                                                      "429", "5xx"]
 """
 # use_after_free (a resource gone after its DELETE) does not apply to cancelOrder, which
-# keeps the order, cancelled (DESIGN.md D2, D20). It is v2's one DELETE, so the check is
+# keeps the order, cancelled (D2, D20). It is v2's one DELETE, so the check is
 # left out of v2's runs: the CLI's stateful phase does not honour it per operation.
 V2_EXCLUDED = ["--exclude-checks", "use_after_free"]
 
@@ -95,7 +95,7 @@ def live_server(folder: Path, version: str = "/v1") -> Iterator[tuple[str, str, 
     config = folder / "schemathesis.toml"
     config.write_text(V2_CONFIG if version == "/v2" else CONFIG)
     # Request heads of up to 1 MiB: the fuzzing phase generates query strings past the
-    # worker's 16 KiB bound, which are answered 431 before the application (DESIGN.md D27,
+    # worker's 16 KiB bound, which are answered 431 before the application (D27,
     # tested in tests/e2e/test_slow_clients.py), a bound of the transport, not the contract.
     # No waiting feed requests: a generated `wait` of up to 30 s on an empty page would hold
     # the run (long polling is tested in tests/web/test_feed.py and tests/e2e/test_feed.py).

@@ -1,4 +1,4 @@
-"""The rules of webhooks (DESIGN.md D28) without a network: which URLs and addresses are
+"""The rules of webhooks (D28) without a network: which URLs and addresses are
 refused, the retry schedule, the message and its signatures."""
 
 from __future__ import annotations

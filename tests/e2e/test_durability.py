@@ -1,4 +1,4 @@
-"""An answered write survives kill -9 (DESIGN.md D15, issue 34): under a write load of 16
+"""An answered write survives kill -9 (D15), grouped commits included: under a write load of 16
 connections (placing, shipping and cancelling at once) the whole `petstore serve` (master
 and workers) is killed with SIGKILL, and after a restart every write that had been answered
 2xx is in the store, on SQLite and on PostgreSQL. A write in flight at the kill may or may

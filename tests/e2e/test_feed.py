@@ -1,4 +1,4 @@
-"""The feed of changed orders against real `petstore serve` processes (DESIGN.md D26): a
+"""The feed of changed orders against real `petstore serve` processes (D26): a
 mirror kept by following the feed with `wait` equals the store after two writers make
 about 500 changes by every path (two workers over SQLite, two hosts over PostgreSQL);
 waiting requests hold no handler thread, wake on a change made by the CLI, and are

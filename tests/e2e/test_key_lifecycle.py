@@ -1,5 +1,5 @@
 """Keys with a lifecycle over real HTTP (`petstore serve`: gunicorn, the uvicorn worker, two
-workers), on SQLite and on PostgreSQL (DESIGN.md D21): a read key refused on cancel, an
+workers), on SQLite and on PostgreSQL (D21): a read key refused on cancel, an
 expired key refused, a rotated key's old secret working during its grace and refused after,
 last use recorded, and keys moved from SQLite to PostgreSQL keeping their secrets."""
 

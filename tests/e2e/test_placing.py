@@ -1,4 +1,4 @@
-"""Placing orders over real HTTP against `petstore serve` (DESIGN.md D22-D24): however many
+"""Placing orders over real HTTP against `petstore serve` (D22-D24): however many
 requests with one Idempotency-Key race, on one server or two sharing PostgreSQL, exactly one
 order results and every answer is that order's 201 or a 409 idempotency_key_in_use; a
 rotation of the API key keeps its idempotency keys; a kill -9 right after a 201 loses

@@ -1,4 +1,4 @@
-"""What one client can hold (DESIGN.md D27, issue 24), against a real `petstore serve` with
+"""What one client can hold (D27), against a real `petstore serve` with
 one worker and a limit of 1,500 open files: partial request heads are closed after the head
 timeout, a client keeping the worker at its connection cap cannot keep a well-behaved one
 out, a head too large is a 431 with an Error body and costs no memory, and running out of

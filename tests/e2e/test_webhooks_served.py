@@ -1,4 +1,4 @@
-"""Webhooks from a served instance (DESIGN.md D28): a worker killed with SIGKILL in the
+"""Webhooks from a served instance (D28): a worker killed with SIGKILL in the
 middle of an attempt leaves its lease to run out, and the worker gunicorn starts in its
 place sends the same message again, with the same webhook-id, within the lease time."""
 

@@ -1,8 +1,10 @@
-"""Writes answered early (app/web/early_writes.py): each request below is sent, in the same
-order, to an app that answers plainly valid writes early and to one that takes the long way
-for all (EarlyWrites is off where responses are validated), each over its own copy of the
-same orders and keys. Both must answer alike: status, body and headers. The plainly valid
-ones must have been answered early, and all others the long way."""
+"""Writes answered early (app/web/early_writes.py), at the edges the generated requests of
+tests/web/test_fast_answers.py do not reach: chunked bodies, lengths and ids of thousands
+of digits, bodies nested past the recursion limit, and a client that leaves mid-body. Each
+request below is sent, in the same order, to the served app and to the long way (the same
+chain without its fast layers, chain.LONG_WAY), each over its own copy of the same orders
+and keys. Both must answer alike: status, body and headers. The plainly valid ones must
+have been answered early, and all others the long way."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pytest
 from app.core import keys, orders
 from app.core.config import Settings
 from app.core.storage import Store, open_store
-from app.web import create_app, early_writes
+from app.web import chain, create_app, early_writes
 from tests.support import ISSUED_SECRETS
 from tests.web.conftest import ORDERS
 
@@ -100,22 +102,14 @@ REQUESTS: list[tuple[str, str, Any, Any, bool]] = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def every_app_validates_its_responses() -> None:
-    """This module's early app answers unvalidated, as the service does by default: the
-    early path is off where responses are validated. Its answers are held to the long
-    way's, whose responses are validated."""
-
-
 def _apps(settings: Settings, tmp_path: Path) -> tuple[Any, Any, dict[str, str]]:
     """The early app and the long way's, each over its own store of the same orders and
     keys (Authorization values by name)."""
     write, read = keys.generate_key(), keys.generate_key()
     ISSUED_SECRETS.update({write.secret, read.secret})
     apps = []
-    for name, validated in (("early", False), ("long", True)):
-        own = settings.replace(database=str(tmp_path / f"{name}.db"),
-                               validate_responses=validated)
+    for name, layers in (("early", chain.LAYERS), ("long", chain.LONG_WAY)):
+        own = settings.replace(database=str(tmp_path / f"{name}.db"))
         store: Store = open_store(own)
         store.import_orders([*ORDERS, *({"id": i, "petId": i} for i in range(5, 10))])
         for new, scope in ((write, "write"), (read, "read")):
@@ -124,7 +118,7 @@ def _apps(settings: Settings, tmp_path: Path) -> tuple[Any, Any, dict[str, str]]
                                        now="2026-01-01T00:00:00Z")
             store.set_scope(created.id, scope)
         store.close()
-        apps.append(create_app(own).test_client())
+        apps.append(create_app(own, layers=layers).test_client())
     return apps[0], apps[1], {"write": f"Bearer {write.secret}",
                               "read": f"Bearer {read.secret}"}
 

@@ -1,4 +1,4 @@
-"""The feed of changed orders over HTTP, in process (DESIGN.md D26): its pages and cursor,
+"""The feed of changed orders over HTTP, in process (D26): its pages and cursor,
 long polling (answered soon after a change, at once past the worker's cap, once against
 the quota; at SIGTERM, tests/e2e/test_feed.py), and an Error for every refusal. Every
 response is validated against openapi/petstore-v2.yaml."""

@@ -1,4 +1,4 @@
-"""Keys with a lifecycle (DESIGN.md D21) through the app, every response checked against the
+"""Keys with a lifecycle (D21) through the app, every response checked against the
 documents: a read key refused on the operations marked x-scope: write (403), an expired key
 (401 api_key_expired), a rotated key's old secret during and after its grace."""
 

@@ -51,7 +51,7 @@ def test_cancel_records_which_key_cancelled(
     client: Any, auth: dict[str, str], store: Store
 ) -> None:
     client.delete(cancel_path(1), headers=auth)
-    # Not part of the API: read what the store recorded (DESIGN.md D2).
+    # Not part of the API: read what the store recorded (D2).
     row = store.db.execute(  # type: ignore[attr-defined]
         "SELECT cancelled_by, cancelled_at FROM orders WHERE id = 1"
     ).fetchone()

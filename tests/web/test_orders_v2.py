@@ -1,5 +1,5 @@
 """v2 over HTTP, in process: pages by cursor and Link, filters, sorts, one order, cancel, the
-ETag and 304, and every malformed request an Error naming its parameter (DESIGN.md D17-D20).
+ETag and 304, and every malformed request an Error naming its parameter (D17-D20).
 Every response is validated against openapi/petstore-v2.yaml."""
 
 from __future__ import annotations

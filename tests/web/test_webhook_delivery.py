@@ -1,4 +1,4 @@
-"""The deliverer of webhooks (DESIGN.md D28) against real receivers on loopback: signed
+"""The deliverer of webhooks (D28) against real receivers on loopback: signed
 messages of the types asked for, in feed order per endpoint, retried on the schedule (with a
 clock the test moves), disabled by a 410 or the last retry and enabled again without loss,
 a hanging endpoint that delays only itself, two deliverers (two hosts) sharing endpoints

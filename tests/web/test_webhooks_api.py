@@ -1,4 +1,4 @@
-"""The webhook endpoints of v2 2.3.0 over HTTP, in process (DESIGN.md D28): each belongs to
+"""The webhook endpoints of v2 2.3.0 over HTTP, in process (D28): each belongs to
 the key that made it, every refusal is an Error with a code the YAML lists, and a receiver
 on loopback gets each change signed. Every response is validated against the document."""
 

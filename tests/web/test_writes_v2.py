@@ -1,4 +1,4 @@
-"""Writing through v2 over HTTP, in process (DESIGN.md D22-D25): placing orders under an
+"""Writing through v2 over HTTP, in process (D22-D25): placing orders under an
 Idempotency-Key, shipping and completing them, strong ETags and If-Match, and an Error for
 every refusal. Every response is validated against openapi/petstore-v2.yaml, and carries
 the rate-limit headers."""

@@ -1,4 +1,4 @@
-"""The contract review (DESIGN.md D29): what an edit of an OpenAPI document changes for its
+"""The contract review (D29): what an edit of an OpenAPI document changes for its
 clients, each finding named by its oasdiff rule id and level, with the line of the YAML.
 
 `load_document` reads a document, `diff_documents` compares two, and `report` prints the

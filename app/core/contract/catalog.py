@@ -1,6 +1,6 @@
 """The catalogue of the contract review: every rule it applies, by oasdiff's rule id and
 level (checker/rules.go and the messages of oasdiff's checker), so that a reviewer can look a
-finding up where those ids are documented (DESIGN.md D29); and the finding itself."""
+finding up where those ids are documented (D29); and the finding itself."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The rules of paths and operations of the contract review: operations removed (and how
 `x-sunset` allows it) or added, deprecation, security, parameters, request bodies and
-responses, each change named by its oasdiff rule id and level (DESIGN.md D29). The rules of
+responses, each change named by its oasdiff rule id and level (D29). The rules of
 the schemas within are in schemas.py; the ids and levels in catalog.py.
 """
 

@@ -1,4 +1,4 @@
-"""Quota counting (DESIGN.md D8-D10), over the `limits` library: the windows of a caller,
+"""Quota counting (D8-D10), over the `limits` library: the windows of a caller,
 in process memory or in a shared storage (Redis), and what to do when that storage fails.
 
 Windows: the minute window is a moving window (exact: never more than its number in any
@@ -106,11 +106,11 @@ class Timestamps:
     """A moving window's timestamps, oldest first, as raw doubles in an array.
 
     Not a deque of floats: the garbage collector walks every item of a deque at each full
-    collection, and a key allowed thousands of requests a minute holds as many timestamps:
-    at 7,000 requests a second, 420,000, which made each full collection 1.3 ms longer, in
-    the tail of `make bench` (issue 27). An array is not walked, and takes 8 bytes a
-    timestamp instead of about 32. Entries leave from the front by moving a start index;
-    the array is compacted when more than half of it has left."""
+    collection, and a key allowed thousands of requests a minute holds as many timestamps,
+    so every full collection grew with the traffic and showed in the tail of the latency.
+    An array is not walked, and takes 8 bytes a timestamp instead of about 32. Entries
+    leave from the front by moving a start index; the array is compacted when more than
+    half of it has left."""
 
     __slots__ = ("stamps", "start")
 
@@ -147,9 +147,9 @@ class WindowedMemoryStorage(MemoryStorage):
 
     limits keeps a moving window as a list that every hit is inserted at the front of, and
     copies every list from a timer thread every 10 ms: a hit costs time in proportion to
-    the requests in the window (limits#268 documents it), and under load the timer starts
-    a thread 100 times a second. With a key allowed thousands of requests a minute, the two
-    cost a worker about 15% of its throughput (`make bench`).
+    the requests in the window (alisaifee/limits#268 documents it), and under load the
+    timer starts a thread 100 times a second. With a key allowed thousands of requests a
+    minute, the two cost a worker a noticeable share of its throughput.
 
     Here a hit and a read cost O(1): timestamps leave from the old end as they expire.
     Counters (the day's sliding window, violations) are limits' own, expired lazily when
@@ -312,8 +312,9 @@ class LimitsCounter:
 # for the headers. The algorithms and formulas are limits' own (acquire_moving_window,
 # moving_window, acquire_sliding_window and sliding_window.lua, and the strategies'
 # get_window_stats), except that the moving window's list drops expired entries, as
-# WindowedMemoryStorage does, instead of keeping up to its limit of them (limits#268): a
-# large limit would otherwise cost every request a walk of the list. One script instead of
+# WindowedMemoryStorage does, instead of keeping up to its limit of them
+# (alisaifee/limits#268): a large limit would otherwise cost every request a walk of the
+# list. One script instead of
 # four calls is what keeps Redis cheap per request.
 CONSUME_SCRIPT = """
 local now, minute_limit, day_limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -488,8 +489,9 @@ class Quotas:
             try:
                 result = await action(self.primary)
             # Any failure, not only limits' StorageError: a Redis client whose connection
-            # was closed under it raised RuntimeError from asyncio's transport (issue 24),
-            # and one request must never be a 500 for the way a client library fails.
+            # was closed under it raised RuntimeError from asyncio's transport when the
+            # storage went away, and one request must never be a 500 for the way a client
+            # library fails.
             except Exception as exc:
                 cause = exc.storage_error if isinstance(exc, StorageError) else exc
                 metrics.QUOTA_STORAGE_ERRORS.inc()

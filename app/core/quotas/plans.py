@@ -1,4 +1,4 @@
-"""Plans (DESIGN.md D11): the requests a minute and a day each plan allows, declared once
+"""Plans (D11): the requests a minute and a day each plan allows, declared once
 under `x-plans` at the root of the OpenAPI document, which reviewers edit; enterprise keys
 carry their own numbers."""
 

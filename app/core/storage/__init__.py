@@ -121,7 +121,7 @@ class Store(Protocol):
         Raises IdempotencyKeyReused when the key came with another request (fingerprint).
         With catalogue_pets_only, a new order (not a replay) for a pet the pets table does
         not hold, while it holds some, raises PetNotInCatalogue and keeps nothing, the key
-        included (issue 36).
+        included, so that the corrected request may use the same key.
         Of concurrent calls with one key, on any number of hosts, exactly one places."""
         ...
 

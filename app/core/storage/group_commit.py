@@ -1,11 +1,12 @@
-"""Group commit (issue 34): the writes that a worker's threads make at the same moment share
-one transaction and one commit.
+"""Group commit: the writes that a worker's threads make at the same moment share one
+transaction and one commit, because on both stores the commit's flush, not the SQL, was
+most of what a durable write cost.
 
 A durable commit waits for a flush to disk. On SQLite (WAL, synchronous=FULL) it writes the
 pages the transaction changed, and the triggers of every change (the revision, the order's
-version and position) and the list indexes change the same few pages write after write:
-committed one by one under load, a write cost about 120 us of CPU in SQLite and the kernel;
-four committed together about 40 each, eight about 27 (measured on this machine). On
+version and position) and the list indexes change the same few pages write after write,
+so writes committed together share those pages' writing and cost each a fraction of one
+committed alone (docs/performance.md has the figures). On
 PostgreSQL every change of an order holds the revision's row until its commit is flushed
 (D26), so writes committed one by one take turns, one flush each.
 

@@ -1,4 +1,4 @@
-"""The PostgreSQL store's writes of orders, grouped (issue 34): the moves (cancel, ship,
+"""The PostgreSQL store's writes of orders, grouped: the moves (cancel, ship,
 complete) and the placing of orders that arrive together on a worker share one transaction
 and one commit (group_commit.py), sent in pipelines (psycopg's pipeline mode).
 
@@ -67,7 +67,7 @@ ORDER_JSON = """
     || ',"status":' || to_json(status) || '}'
 """
 # A new order and its idempotency key's row (the first answer: the order as the list
-# gives it, at version 1), unless the key is there or the catalogue (issue 36) refuses the
+# gives it, at version 1), unless the key is there or the shop's catalogue refuses the
 # pet; its id as SQLite gives ids (the largest plus one, under the imports' lock). Then
 # either that answer with no fingerprint (placed), or the key's first answer (a replay), or
 # no row (refused).

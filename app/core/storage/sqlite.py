@@ -195,9 +195,10 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _add_webhooks_v9,
 )
 
-# The whole list as JSON, built by SQLite: reading rows into Python dicts costs about ten
-# times encoding them (DESIGN.md). Same fields and rules as order_fields (absent values left
-# out); id is the rowid, so the scan is in id order.
+# The whole list as JSON, built by SQLite: reading rows into Python dicts costs several
+# times what encoding them does (docs/house/decisions.md, facts about the stack). Same
+# fields and rules as order_fields (absent values left out); id is the rowid, so the scan
+# is in id order.
 # One order as list_orders gives it, as JSON text built by SQLite: no row objects, no dicts.
 ORDER_JSON = """
     '{"id":' || id

@@ -75,9 +75,10 @@ IDEMPOTENCY_KEYS = (
 IDEMPOTENCY_FIND = ("SELECT fingerprint, order_json, order_version FROM idempotency_keys "
                     "WHERE api_key_id = {p} AND idempotency_key = {p}")
 NEW_ORDER_COLUMNS = "pet_id, quantity, ship_date"
-# Issue 36: a shop that keeps a pets catalogue (one pet or more) takes orders only for its
-# pets. True when the catalogue is not empty and does not hold the pet: two lookups of the
-# pets table's primary key, in the placing transaction.
+# A shop that keeps a pets catalogue (one pet or more) takes orders only for its pets: an
+# order nobody can fill is refused when it is placed, not found later. True when the
+# catalogue is not empty and does not hold the pet: two lookups of the pets table's primary
+# key, in the placing transaction.
 PET_OUTSIDE_CATALOGUE = ("SELECT EXISTS (SELECT 1 FROM pets) "
                          "AND NOT EXISTS (SELECT 1 FROM pets WHERE id = {p})")
 # A placed order's last change is its placing (D28; migration 9 adds the column).

@@ -1,4 +1,4 @@
-"""What the SQLite and PostgreSQL stores say alike about webhooks (DESIGN.md D28), written
+"""What the SQLite and PostgreSQL stores say alike about webhooks (D28), written
 once: the schema of migration 9 and the Store's webhook methods (WebhookStatements). Each
 store gives the placeholder, how a claim passes over rows another transaction holds, and
 three ways to run SQL (a read, one write, several writes in one transaction)."""

@@ -1,4 +1,4 @@
-"""The feed of changed orders over each store (DESIGN.md D26): every path of change gives the
+"""The feed of changed orders over each store (D26): every path of change gives the
 order a position, in commit order; a page is one range of an index; a cursor from another
 database or from after a restored backup is refused."""
 

@@ -1,4 +1,4 @@
-"""Keys that live like credentials (DESIGN.md D21), on every store: expiry, scope,
+"""Keys that live like credentials (D21), on every store: expiry, scope,
 rotation with a grace, last use, and moving keys between stores by their digests."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """v2's pages over every store: keyset order for each sort and filter, an index behind every
 step of every query, no OFFSET anywhere, and a walk that sees each unchanged order exactly
-once and no order twice while cancels, ships and imports run beside it (DESIGN.md D18)."""
+once and no order twice while cancels, ships and imports run beside it (D18)."""
 
 from __future__ import annotations
 

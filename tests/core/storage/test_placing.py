@@ -1,4 +1,4 @@
-"""Writing through v2, on every store (DESIGN.md D22-D25): each order's version, raised by
+"""Writing through v2, on every store (D22-D25): each order's version, raised by
 every change whoever makes it; moves conditional on a version (If-Match); orders placed
 under an idempotency key in the order's own transaction, exactly once however many
 callers race; and the keys forgotten after their retention."""

@@ -1,4 +1,4 @@
-"""Webhook endpoints and attempts over each store (DESIGN.md D28): each change records its
+"""Webhook endpoints and attempts over each store (D28): each change records its
 kind, endpoints are leased to one owner at a time, a place in the feed moves only forward
 and only for the lease's owner, the attempts log pages newest first and is pruned by age."""
 

@@ -5,19 +5,19 @@ from __future__ import annotations
 import flask
 
 from app.core import orders
-from app.web.conditional import kept, list_etag
+from app.web.conditional import kept, list_etag, tagged_json
 from app.web.direct import NO_CONTENT, Answer, Call, direct
 from app.web.handlers import services
 
 
 @kept(revision_tag=list_etag)
 def list_orders() -> flask.Response:
-    """GET /store/orders: every order in the store, with the list's ETag. (A matching
-    If-None-Match is answered 304 before the request gets here: conditional.AnswerCache.)"""
+    """GET /store/orders: every order in the store, with the list's ETag, or 304 when
+    If-None-Match matches it (conditional.AnswerCache answers that 304 first, from the
+    revision alone)."""
     found = services()
     revision, body = found.lists.current(found.store)
-    return flask.Response(body, 200, mimetype="application/json",
-                          headers={"ETag": list_etag(revision)})
+    return tagged_json(body, tag=list_etag(revision))
 
 
 @direct

@@ -23,6 +23,7 @@ import pytest
 
 from app.cli import main
 from app.core.config import SETTINGS
+from app.web.chain import LAYERS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -159,6 +160,13 @@ def test_the_import_contracts_on_the_house_page_are_pyprojects() -> None:
                            re.MULTILINE):
         if name != "petstore-orders":
             assert f"**{name}**" in house
+
+
+def test_the_request_path_page_lists_every_layer_of_the_chain_in_order() -> None:
+    page = _rendered("house/request-path.md")
+    assert "<!-- request-path -->" not in page
+    rows = re.findall(r"^\| (\d+) \| \*\*(.+?)\*\*", page, re.MULTILINE)
+    assert [name for _, name in rows] == [layer.name for layer in LAYERS]
 
 
 def test_the_site_builds_strictly_and_loads_nothing_from_another_host(tmp_path: Path) -> None:

@@ -4,7 +4,9 @@
   (variable, default, meaning), from SETTINGS itself;
 - `<!-- cli-reference -->` becomes the reference of every command and option of the
   `petstore` command, walked from click's own command tree;
-- `<!-- import-contracts -->` becomes the import-linter contracts of pyproject.toml.
+- `<!-- import-contracts -->` becomes the import-linter contracts of pyproject.toml;
+- `<!-- request-path -->` becomes the table of the request path's layers, in request order,
+  from app/web/chain.py's LAYERS (what each does, needs and gives).
 
 So a setting or a command group added anywhere is on the site the next time it is built,
 and tests/test_docs.py checks both renderings against the code, both ways. The hook also
@@ -23,10 +25,12 @@ import click
 
 from app.cli import main as petstore
 from app.core.config import SETTINGS
+from app.web.chain import FAST, LAYERS
 
 SETTINGS_MARKER = "<!-- settings -->"
 CLI_MARKER = "<!-- cli-reference -->"
 CONTRACTS_MARKER = "<!-- import-contracts -->"
+PATH_MARKER = "<!-- request-path -->"
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 # src= or href= of a tag that the browser loads by itself (not a link a reader follows).
@@ -133,6 +137,18 @@ def import_contracts() -> str:
     return "\n".join(lines)
 
 
+def request_path() -> str:
+    """The layers of the request path, in request order, as a Markdown table."""
+    lines = ["| # | Layer | What it does | Relies on | Gives |", "|---|---|---|---|---|"]
+    for number, layer in enumerate(LAYERS, 1):
+        name = f"**{layer.name}** (fast)" if layer.name in FAST else f"**{layer.name}**"
+        relies = [*layer.needs, *(f"after the {a} layer, where present" for a in layer.after)]
+        gives = _cell("; ".join(layer.gives)) or "-"
+        lines.append(f"| {number} | {name} | {_cell(layer.does)} | "
+                     f"{_cell('; '.join(relies)) or '-'} | {gives} |")
+    return "\n".join(lines)
+
+
 def on_page_markdown(markdown: str, **_: Any) -> str:
     """mkdocs: put the rendered tables in place of their markers."""
     if SETTINGS_MARKER in markdown:
@@ -141,6 +157,8 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
         markdown = markdown.replace(CLI_MARKER, cli_reference())
     if CONTRACTS_MARKER in markdown:
         markdown = markdown.replace(CONTRACTS_MARKER, import_contracts())
+    if PATH_MARKER in markdown:
+        markdown = markdown.replace(PATH_MARKER, request_path())
     return markdown
 
 

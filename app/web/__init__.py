@@ -38,7 +38,7 @@ from app.web.access import AccessLog, DecidedHeaders
 from app.web.bodies import BodyLimit
 from app.web.bridge import WORKERS, HandlerThreads, WSGIBridge
 from app.web.conditional import LIST_OPERATION, AnswerCache, Answers, Revalidation
-from app.web.cors import Cors
+from app.web.cors import Cors, CorsPolicy
 from app.web.deliverer import Deliverer
 from app.web.deprecation import Deprecations, retirements
 from app.web.direct import DirectOperations, is_direct
@@ -96,7 +96,8 @@ def create_app(settings: Settings | None = None) -> FlaskApp:
     middlewares = internals.strict_middlewares(server_error_handler)
     origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
     if origins:
-        middlewares.insert(0, functools.partial(Cors, origins=origins))
+        middlewares.insert(0, functools.partial(Cors, origins=origins,
+                                                policy=CorsPolicy.of_documents()))
     # One watch of the revision per worker: the feed's long polling and the webhooks'
     # deliverer (D28) wake on the same commit signal.
     watch = RevisionWatch(services.store)

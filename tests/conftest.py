@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 from pythonjsonlogger.orjson import OrjsonFormatter
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
 
 from app.core import keys
 from app.core.config import Settings, redacted
@@ -207,3 +209,35 @@ def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
     server.start()
     yield server
     server.kill()
+
+
+# Chromium's switches for a test: no window, no sandbox (CI runs as root), no shared memory
+# of /dev/shm's small size, and nothing fetched from outside (no proxy, no component
+# updates, no sync, no first-run pages).
+CHROMIUM_ARGUMENTS = ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                      "--disable-gpu", "--no-first-run", "--no-proxy-server",
+                      "--disable-background-networking", "--disable-component-update",
+                      "--disable-sync")
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
+    """A headless Chromium of the test's own (Debian's `chromium`), driven by Selenium
+    through Debian's `chromedriver`, named by its path so that Selenium Manager never looks
+    for a driver, let alone downloads one. Without either package the test is skipped with
+    the reason, or fails where PETSTORE_TEST_REQUIRE_SERVICES=1 (.ci/run installs both)."""
+    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or chromedriver is None:
+        _unavailable("a browser test needs Chromium and its driver "
+                     "(apt-get install chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(chromium)
+    for argument in (*CHROMIUM_ARGUMENTS, f"--user-data-dir={tmp_path / 'chromium'}"):
+        options.add_argument(argument)
+    service = Service(executable_path=str(chromedriver),
+                      log_output=str(tmp_path / "chromedriver.log"))
+    driver = webdriver.Chrome(options=options, service=service)
+    try:
+        yield driver
+    finally:
+        driver.quit()

@@ -6,10 +6,13 @@ run by `make lint`; the last rule is checked here)."""
 from __future__ import annotations
 
 import ast
+import functools
+import importlib
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,3 +113,105 @@ def test_no_module_of_app_is_over_600_lines() -> None:
             if (lines := len(path.read_text().splitlines())) > MODULE_LINES_MAX}
     assert not long, (f"modules over {MODULE_LINES_MAX} lines: {long}; split each where its "
                       "code has a seam of its own (a concern, a wing), not by line count")
+
+
+# The libraries whose internals app/ reaches into: only app/web/<library>_internals.py may,
+# each reach there with its reason, so that an upgrade starts by reading one module.
+REACHED = ("connexion", "uvicorn", "uvicorn_worker", "a2wsgi")
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.endswith("__")
+
+
+def _defined_names(folder: Path) -> set[str]:
+    """Every private name the modules under folder define: functions, methods, classes,
+    and names and attributes they assign."""
+    names = set()
+    for path in folder.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names.add(node.attr)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+    return {name for name in names if _private(name)}
+
+
+@functools.cache
+def _their_private_names() -> frozenset[str]:
+    """The private names the reached libraries define and app/ does not: an attribute of
+    one of these names, read or written, is a reach into a library. (A name app/ defines
+    too is taken for app/'s own.)"""
+    theirs: set[str] = set()
+    for package in REACHED:
+        theirs |= _defined_names(Path(importlib.import_module(package).__file__).parent)
+    return frozenset(theirs - _defined_names(ROOT / "app"))
+
+
+def _reaches_in_source(source: str) -> list[str]:
+    """Where a module's source imports a private module or name of a reached library, or
+    touches an attribute of a private name that only a reached library defines."""
+    found = []
+    for node in sorted(ast.walk(ast.parse(source)), key=lambda node: getattr(node, "lineno", 0)):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            module = node.module or "" if isinstance(node, ast.ImportFrom) else ""
+            for name in [module, *(alias.name for alias in node.names)]:
+                parts = name.split(".")
+                if ((module or name).split(".")[0] in REACHED
+                        and any(_private(part) for part in parts)):
+                    found.append(f"line {node.lineno}: imports {name}")
+        elif isinstance(node, ast.Attribute) and node.attr in _their_private_names():
+            found.append(f"line {node.lineno}: .{node.attr}")
+    return found
+
+
+def _private_overrides(module: Any) -> list[str]:
+    """The private methods and attributes a module's classes define over a reached
+    library's class they derive from."""
+    found = []
+    for cls in vars(module).values():
+        if not isinstance(cls, type) or cls.__module__ != module.__name__:
+            continue
+        for base in cls.__mro__[1:]:
+            if base.__module__.split(".")[0] not in REACHED:
+                continue
+            # _abc_impl is ABCMeta's own, written on every class derived from an ABC.
+            found += [f"{cls.__name__}.{name} overrides {base.__module__}.{base.__name__}'s"
+                      for name in vars(cls) if _private(name) and name in vars(base)
+                      and name != "_abc_impl"]
+    return found
+
+
+def _reaches_outside_internals() -> dict[str, list[str]]:
+    reaches = {}
+    for path in sorted((ROOT / "app").rglob("*.py")):
+        if path.name.endswith("_internals.py") or path.name == "__main__.py":
+            continue
+        module = importlib.import_module(
+            ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"))
+        found = _reaches_in_source(path.read_text()) + _private_overrides(module)
+        if found:
+            reaches[str(path.relative_to(ROOT))] = found
+    return reaches
+
+
+def test_only_the_internals_modules_reach_into_connexion_uvicorn_and_a2wsgi() -> None:
+    assert _reaches_outside_internals() == {}, (
+        "move each reach into the library's app/web/<library>_internals.py, with its reason")
+
+
+def test_a_reach_into_a_library_outside_its_internals_module_is_found() -> None:
+    source = ("import uvicorn_worker._workers\n"
+              "from connexion.middleware.main import _Options\n"
+              "def serve(worker, app):\n"
+              "    worker._install_sigquit_handler()\n"
+              "    return app._middleware_app\n")
+    assert _reaches_in_source(source) == [
+        "line 1: imports uvicorn_worker._workers", "line 2: imports _Options",
+        "line 4: ._install_sigquit_handler", "line 5: ._middleware_app"]
+    from app.web import uvicorn_internals
+
+    assert _private_overrides(uvicorn_internals) == [
+        "ServerWorker._serve overrides uvicorn_worker._workers.UvicornWorker's"]

@@ -4,8 +4,8 @@ Connexion 3 runs Flask behind a2wsgi's WSGIMiddleware, which hands every message
 response (its start, each chunk, its end) from the handler's thread to the event loop and
 waits for the loop to take it: three round trips between threads for the smallest response,
 which cost more CPU than Flask itself (see `make bench`). WSGIBridge keeps a2wsgi's environ
-and request body (a2wsgi.wsgi.build_environ and Body, read from the thread on demand) and
-changes only how the response comes back:
+and request body (read from the thread on demand: a2wsgi_internals.wsgi_environ) and changes
+only how the response comes back:
 
 - The app runs in the thread pool until its response is complete or holds STREAM_AFTER
   bytes; that much comes back in one trip.
@@ -25,8 +25,9 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
-from a2wsgi.wsgi import Body, build_environ
 from starlette.types import Receive, Scope, Send
+
+from app.web.a2wsgi_internals import wsgi_environ
 
 WORKERS = 10  # handler threads per worker process, as a2wsgi's default
 STREAM_AFTER = 1 << 20  # bytes of body gathered in the thread before streaming the rest
@@ -152,7 +153,7 @@ class WSGIBridge:
             await send({"type": "websocket.close", "code": 1000})
             return
         loop = asyncio.get_running_loop()
-        environ: dict[str, Any] = build_environ(scope, Body(loop, receive))  # type: ignore[arg-type, assignment]
+        environ = wsgi_environ(scope, receive, loop)
         reply = await self.threads.run(self._respond, environ)
         try:
             await send({"type": "http.response.start", "status": reply.status,

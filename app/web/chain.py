@@ -52,7 +52,7 @@ from app.web.connexion_internals import (
     SpecificFirstSwaggerUIMiddleware,
     StrictRoutingMiddleware,
 )
-from app.web.cors import Cors
+from app.web.cors import Cors, CorsPolicy
 from app.web.deprecation import Deprecations, Retirement
 from app.web.direct import Answer, Call, DirectOperations
 from app.web.early_writes import EarlyWrites
@@ -118,7 +118,8 @@ def _with(middleware: Any, **options: Any) -> Callable[[Parts], Any]:
 
 def _cors(parts: Parts) -> Any:
     origins = [o.strip() for o in parts.settings.cors_origins.split(",") if o.strip()]
-    return functools.partial(Cors, origins=origins) if origins else None
+    return (functools.partial(Cors, origins=origins, policy=CorsPolicy.of_documents())
+            if origins else None)
 
 
 def _compression(parts: Parts) -> Any:

@@ -24,6 +24,7 @@ import flask
 from cachetools import LRUCache
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from werkzeug.http import parse_etags, unquote_etag
 
 from app import __version__
 from app.core.storage import Store
@@ -64,10 +65,10 @@ def list_etag(revision: int) -> str:
 
 
 def matches(if_none_match: str, tag: str) -> bool:
-    """Whether an If-None-Match value matches tag, by RFC 9110's weak comparison."""
-    opaque = tag.removeprefix("W/")
-    return any(candidate == "*" or candidate.removeprefix("W/") == opaque
-               for candidate in (c.strip() for c in if_none_match.split(",")))
+    """Whether an If-None-Match value matches tag, by RFC 9110's weak comparison (section
+    13.1.2): a weak or a strong tag of the same opaque value, or *."""
+    opaque, _ = unquote_etag(tag)
+    return parse_etags(if_none_match).contains_weak(opaque)
 
 
 def content_etag(body: bytes) -> str:
@@ -80,7 +81,10 @@ def order_etag(version: int) -> str:
     return f'"{version}"'
 
 
-VERSION_TAG = re.compile(r'"([0-9]{1,19})"')  # a strong ETag of an order's version
+# An order's version as the opaque value of its ETag: ASCII digits only (str.isdigit takes
+# "¹", which int() refuses), and no more than a version can have (int() refuses texts of
+# over 4,300 digits).
+VERSION = re.compile(r"[0-9]{1,19}")
 
 
 def if_match_versions(header: str | None) -> set[int] | None:
@@ -88,12 +92,10 @@ def if_match_versions(header: str | None) -> set[int] | None:
     a weak tag names none); None when there is no header, or it is * (any version)."""
     if header is None:
         return None
-    tags = [tag.strip() for tag in header.split(",")]
-    if "*" in tags:
+    tags = parse_etags(header)
+    if tags.star_tag:
         return None
-    # ASCII digits only (str.isdigit takes "¹", which int() refuses), and no more than
-    # a version can have: int() refuses texts of over 4,300 digits.
-    return {int(found[1]) for tag in tags if (found := VERSION_TAG.fullmatch(tag))}
+    return {int(tag) for tag in tags.as_set() if VERSION.fullmatch(tag)}
 
 
 def tagged_json(body: bytes | Iterator[bytes], headers: dict[str, str] | None = None,

@@ -1,7 +1,10 @@
-"""CORS: Starlette's middleware, first in the chain (the request path), for the
-origins of PETSTORE_CORS_ORIGINS."""
+"""CORS: Starlette's middleware, first in the chain, for the origins of
+PETSTORE_CORS_ORIGINS, allowing a page on one of them what the OpenAPI documents declare."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
@@ -9,25 +12,58 @@ from starlette.responses import Response
 from starlette.types import ASGIApp
 
 from app.web.errors import error_body
+from app.web.routing import Operation, operations
 
-# Headers a browser script may read (CORS): the quota and request-id headers, and those
-# later issues add (ETag, Deprecation, Sunset).
-EXPOSED_HEADERS = ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
-                   "RateLimit-Policy", "RateLimit", "Retry-After", "X-Request-ID", "ETag",
-                   "Deprecation", "Sunset"]
+# Request headers a page may send whatever the documents declare as parameters: the key,
+# the body's type, the conditions on a version, the key of a placing, and a request id of
+# its own to find its access line by.
+ALWAYS_ALLOWED = ("Authorization", "Content-Type", "If-Match", "If-None-Match",
+                  "Idempotency-Key", "X-Request-ID")
+
+
+@dataclass(frozen=True)
+class CorsPolicy:
+    """What a page on an allowed origin may do: the methods and request headers it may
+    send, and the response headers its scripts may read."""
+
+    methods: tuple[str, ...]
+    request_headers: tuple[str, ...]
+    exposed_headers: tuple[str, ...]
+
+    @classmethod
+    def of(cls, declared: Iterable[Operation]) -> CorsPolicy:
+        """Every method of the operations (HEAD beside GET, which Starlette answers for
+        it), every header they take as a parameter besides ALWAYS_ALLOWED, and every header
+        their responses declare: a new operation or header is allowed by being declared."""
+        methods, request_headers, exposed = set(), set(ALWAYS_ALLOWED), set()
+        for operation in declared:
+            methods.add(operation.method)
+            request_headers.update(parameter["name"] for parameter in operation.parameters
+                                   if parameter.get("in") == "header")
+            for response in operation.definition.get("responses", {}).values():
+                exposed.update(response.get("headers", {}))
+        if "GET" in methods:
+            methods.add("HEAD")
+        return cls(tuple(sorted(methods)), tuple(sorted(request_headers, key=str.lower)),
+                   tuple(sorted(exposed, key=str.lower)))
+
+    @classmethod
+    def of_documents(cls) -> CorsPolicy:
+        """The policy of every operation of the served documents."""
+        return cls.of(operations())
 
 
 class Cors(CORSMiddleware):
-    """Starlette's CORS middleware, first in the chain (the request path), whose
-    refused preflights answer with the Error object instead of plain text."""
+    """Starlette's CORS middleware over a CorsPolicy, whose refused preflights answer with
+    the Error object instead of plain text."""
 
-    def __init__(self, app: ASGIApp, origins: list[str]) -> None:
+    def __init__(self, app: ASGIApp, origins: list[str], policy: CorsPolicy) -> None:
         super().__init__(
             app,
             allow_origins=origins,
-            allow_methods=["GET", "DELETE"],
-            allow_headers=["Authorization", "X-Request-ID", "If-None-Match"],
-            expose_headers=EXPOSED_HEADERS,
+            allow_methods=policy.methods,
+            allow_headers=policy.request_headers,
+            expose_headers=policy.exposed_headers,
             max_age=600,
         )
 

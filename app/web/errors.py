@@ -10,6 +10,8 @@ sends the same body with send_error.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -177,64 +179,73 @@ def _http_exception(request: ConnexionRequest, exc: Exception) -> ConnexionRespo
     return error_response(status, code, message, headers)
 
 
+@dataclass(frozen=True)
+class Translation:
+    """How a domain exception answers: its status and code, the headers its Error carries
+    (made from the exception), its message when not the exception's own, and the warning
+    it logs when it is a fault of the service's surroundings rather than of the request."""
+
+    status: int
+    code: str
+    headers: Callable[[Any], dict[str, str]] = lambda _: {}
+    message: Callable[[Any], str] = lambda exc: str(exc.message)
+    warning: str | None = None  # a format of the exception's message
+
+
+def _always(headers: dict[str, str]) -> Callable[[Any], dict[str, str]]:
+    return lambda _: headers
+
+
+_RETRY_SOON = _always({"Retry-After": str(RETRY_AFTER_UNAVAILABLE)})
+
+# Each domain exception's Error; an exception whose class (or a base of it) is not here is
+# a fault of the service, answered 500 (DuplicateOrder and the like, raised by the CLI's
+# imports only). A `param` the exception names is given by the documents that have it.
+DOMAIN_ERRORS: dict[type[PetstoreError], Translation] = {
+    OrderNotFound: Translation(404, "order_not_found"),
+    PetNotFound: Translation(404, "pet_not_found"),
+    OrderAlreadyShipped: Translation(409, "order_already_shipped"),
+    OrderCancelled: Translation(409, "order_cancelled"),
+    OrderNotShipped: Translation(409, "order_not_shipped"),
+    # RFC 9110 section 13.1.1, D25: with the current ETag, to read the order again by.
+    PreconditionFailed: Translation(412, "precondition_failed",
+                                    lambda exc: {"ETag": order_etag(exc.version)}),
+    ResyncRequired: Translation(410, "resync_required"),  # D26
+    IdempotencyKeyReused: Translation(422, "idempotency_key_reused"),
+    PetNotInCatalogue: Translation(422, "unknown_pet"),
+    IdempotencyKeyInUse: Translation(409, "idempotency_key_in_use",
+                                     _always({"Retry-After": "1"})),
+    WebhookEndpointNotFound: Translation(404, "webhook_endpoint_not_found"),  # D28
+    WebhookUrlNotAllowed: Translation(422, "webhook_url_not_allowed"),
+    WebhookEndpointLimitReached: Translation(409, "webhook_endpoint_limit_reached"),
+    InvalidParameter: Translation(400, "invalid_request", message=lambda exc: exc.sentence),
+    # The database's own words are not for clients: they go to the log.
+    StoreUnavailable: Translation(503, "service_unavailable", _RETRY_SOON,
+                                  lambda _: UNAVAILABLE_MESSAGE, "store unavailable: %s"),
+    NotReady: Translation(503, "service_unavailable", _RETRY_SOON, warning="%s"),
+    DuplicateAuthorization: Translation(400, "invalid_request"),
+    ApiKeyExpired: Translation(401, "api_key_expired",
+                               _always({"WWW-Authenticate": 'Bearer error="invalid_token"'})),
+    # RFC 6750 section 3.1
+    InsufficientScope: Translation(
+        403, "insufficient_scope",
+        _always({"WWW-Authenticate": 'Bearer error="insufficient_scope"'})),
+}
+
+
+def translation(kind: type[PetstoreError]) -> Translation | None:
+    """The Translation of an exception class, or of its nearest base that has one."""
+    return next((DOMAIN_ERRORS[base] for base in kind.__mro__ if base in DOMAIN_ERRORS), None)
+
+
 def _domain(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
-    if isinstance(exc, OrderNotFound):
-        return error_response(404, "order_not_found", exc.message)
-    if isinstance(exc, PetNotFound):
-        return error_response(404, "pet_not_found", exc.message)
-    if isinstance(exc, OrderAlreadyShipped):
-        return error_response(409, "order_already_shipped", exc.message)
-    if isinstance(exc, OrderCancelled):
-        return error_response(409, "order_cancelled", exc.message)
-    if isinstance(exc, OrderNotShipped):
-        return error_response(409, "order_not_shipped", exc.message)
-    if isinstance(exc, PreconditionFailed):  # RFC 9110 section 13.1.1, D25
-        return error_response(412, "precondition_failed", exc.message,
-                              {"ETag": order_etag(exc.version)})
-    if isinstance(exc, ResyncRequired):  # D26
-        return error_response(410, "resync_required", exc.message)
-    if isinstance(exc, IdempotencyKeyReused):
-        return error_response(422, "idempotency_key_reused", exc.message,
-                              param=_param(request, exc.param))
-    if isinstance(exc, PetNotInCatalogue):
-        return error_response(422, "unknown_pet", exc.message,
-                              param=_param(request, exc.param))
-    if isinstance(exc, IdempotencyKeyInUse):
-        return error_response(409, "idempotency_key_in_use", exc.message,
-                              {"Retry-After": "1"})
-    if isinstance(exc, WebhookEndpointNotFound):  # D28
-        return error_response(404, "webhook_endpoint_not_found", exc.message)
-    if isinstance(exc, WebhookUrlNotAllowed):
-        return error_response(422, "webhook_url_not_allowed", exc.message,
-                              param=_param(request, exc.param))
-    if isinstance(exc, WebhookEndpointLimitReached):
-        return error_response(409, "webhook_endpoint_limit_reached", exc.message)
-    if isinstance(exc, InvalidParameter):
-        return error_response(400, "invalid_request", exc.sentence,
-                              param=_param(request, exc.param))
-    if isinstance(exc, StoreUnavailable):
-        log.warning("store unavailable: %s", exc.message)
-        return error_response(
-            503,
-            "service_unavailable",
-            UNAVAILABLE_MESSAGE,
-            {"Retry-After": str(RETRY_AFTER_UNAVAILABLE)},
-        )
-    if isinstance(exc, NotReady):
-        log.warning("%s", exc.message)
-        return error_response(503, "service_unavailable", exc.message,
-                              {"Retry-After": str(RETRY_AFTER_UNAVAILABLE)})
-    if isinstance(exc, DuplicateAuthorization):
-        return error_response(400, "invalid_request", exc.message,
-                              param=_param(request, exc.param))
-    if isinstance(exc, ApiKeyExpired):
-        return error_response(401, "api_key_expired", exc.message,
-                              {"WWW-Authenticate": 'Bearer error="invalid_token"'})
-    if isinstance(exc, InsufficientScope):
-        # RFC 6750 section 3.1
-        return error_response(403, "insufficient_scope", exc.message,
-                              {"WWW-Authenticate": 'Bearer error="insufficient_scope"'})
-    return _internal(request, exc)
+    """The domain's exceptions, by DOMAIN_ERRORS."""
+    if not isinstance(exc, PetstoreError) or (found := translation(type(exc))) is None:
+        return _internal(request, exc)
+    if found.warning is not None:
+        log.warning(found.warning, exc.message)
+    return error_response(found.status, found.code, found.message(exc), found.headers(exc),
+                          param=_param(request, exc.param))
 
 
 def _internal(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:

@@ -22,9 +22,9 @@ after which its accept loop spun, logging without end. Here:
 - an accept that fails for want of resources pauses accepting for a second, with one
   warning at most a second.
 
-Every reach into uvicorn's internals is here: Server.startup's socket branch, the worker's
-_serve that builds the Server, and GuardedProtocol's overrides of HttpToolsProtocol's
-parser callbacks (uvicorn's httptools_impl).
+Every reach into uvicorn's internals is in uvicorn_internals.py, each with its reason: the
+hooks GuardedProtocol takes from the parser's callbacks, the startup Server serves
+gunicorn's sockets from, and the worker's construction of its Server.
 """
 
 from __future__ import annotations
@@ -35,23 +35,19 @@ import gc
 import logging
 import resource
 import socket
-import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from gunicorn.arbiter import Arbiter
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
-from uvicorn.server import STARTUP_FAILURE
-from uvicorn.server import Server as UvicornServer
-from uvicorn_worker import UvicornWorker
+from uvicorn.config import Config
 
 from app.core import metrics
 from app.core.config import Settings
 from app.web.errors import error_body
 from app.web.longpoll import release_waiting
+from app.web.uvicorn_internals import HeadHooks, ServerWorker, SocketsServer
 
 log = logging.getLogger("petstore.worker")
 
@@ -150,7 +146,7 @@ class Guard:
         self._sweeping = self.loop.call_later(SWEEP_SECONDS, self._sweep)
 
 
-class GuardedProtocol(HttpToolsProtocol):
+class GuardedProtocol(HeadHooks):
     """uvicorn's httptools protocol under a Guard, with the request head's size bounded.
 
     The head is counted from the first byte after the previous answer (or the connection's
@@ -206,20 +202,15 @@ class GuardedProtocol(HttpToolsProtocol):
         else:
             self.data_received(data[room:])
 
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
+    def head_begun(self) -> None:
         if not self.in_head:  # a request pipelined behind one being answered
             self.in_head, self.head_bytes = True, 0
 
-    def on_headers_complete(self) -> None:
+    def head_complete(self) -> None:
         self.in_head = False
         self.guard.busy(self)
-        super().on_headers_complete()
 
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if self.transport.is_closing() or not self.cycle.response_complete:
-            return  # closing, or a pipelined request is now being answered
+    def waiting(self) -> None:
         if not self.in_head:
             self.in_head, self.head_bytes = True, 0
         self.guard.wait(self)
@@ -235,20 +226,15 @@ class GuardedProtocol(HttpToolsProtocol):
             431, "request_header_fields_too_large",
             f"The request head (request line and headers) is larger than "
             f"{self.guard.bounds.head_max_bytes} bytes.")
-        head = [STATUS_LINE[431]]
-        for name, value in self.server_state.default_headers:
-            head.extend([name, b": ", value, b"\r\n"])
-        head.append(b"content-type: application/json\r\ncontent-length: %d\r\n"
-                    b"connection: close\r\n\r\n" % len(body))
-        self.transport.write(b"".join(head) + body)
+        self.write_refusal(431, b"content-type: application/json\r\ncontent-length: %d\r\n"
+                                b"connection: close\r\n" % len(body), body)
         self.lingering = True
-        self.parser = None  # type: ignore[assignment]  # what it held of the head goes
         try:
             self.transport.write_eof()
         except (NotImplementedError, OSError, RuntimeError):
             self.transport.close()
             return
-        self.loop.call_later(LINGER_SECONDS, self.transport.close)
+        self.guard.loop.call_later(LINGER_SECONDS, self.transport.close)
 
 
 class Acceptor:
@@ -336,36 +322,24 @@ def freeze_what_lives() -> None:
     gc.freeze()
 
 
-class Server(UvicornServer):
+class Server(SocketsServer):
     """uvicorn's server, serving gunicorn's listening sockets through Acceptor, each
     connection with GuardedProtocol under one Guard."""
 
-    def __init__(self, config: Any, bounds: Bounds) -> None:
+    def __init__(self, config: Config, bounds: Bounds) -> None:
         super().__init__(config=config)
         self.bounds = bounds
 
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        if sockets is None:  # not under gunicorn: uvicorn's own way
-            await super().startup(sockets)
-            return
-        await self.lifespan.startup()
-        if self.lifespan.should_exit:
-            sys.exit(STARTUP_FAILURE)
+    def serve_sockets(self, sockets: list[socket.socket],
+                      protocol_arguments: dict[str, Any]) -> list[Any]:
         freeze_what_lives()
-        config = self.config
         loop = asyncio.get_running_loop()
         guard = Guard(loop, self.bounds)
 
         def create_protocol() -> asyncio.Protocol:
-            return GuardedProtocol(config=config, server_state=self.server_state,
-                                   app_state=self.lifespan.state, guard=guard)
+            return GuardedProtocol(**protocol_arguments, guard=guard)
 
-        self.servers = [Acceptor(loop, sock, create_protocol, config.backlog)  # type: ignore[misc]
-                        for sock in sockets]
-        # As uvicorn's startup ends: without it, serve() skips the graceful shutdown (the
-        # shutdown test caught answers cut at SIGTERM).
-        self.started = True
-
+        return [Acceptor(loop, sock, create_protocol, self.config.backlog) for sock in sockets]
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         # Waiting feed requests are answered now, with what they have (D26), rather than
@@ -374,21 +348,15 @@ class Server(UvicornServer):
         await super().shutdown(sockets)
 
 
-class Worker(UvicornWorker):
+class Worker(ServerWorker):
     """uvicorn's gunicorn worker (uvloop, httptools) with Server in place of uvicorn's."""
 
     CONFIG_KWARGS: ClassVar[dict[str, Any]] = {"loop": "uvloop", "http": "httptools"}
 
-    async def _serve(self) -> None:
-        # UvicornWorker._serve, with this module's Server.
-        self.config.app = self.wsgi
+    def server(self, config: Config) -> Server:
         bounds = Bounds.from_settings(Settings.from_env())
         log.info("at most %d connections (open files: %d), request heads of %d bytes "
                  "within %g s", bounds.max_connections,
                  resource.getrlimit(resource.RLIMIT_NOFILE)[0], bounds.head_max_bytes,
                  bounds.head_timeout)
-        server = Server(config=self.config, bounds=bounds)
-        self._install_sigquit_handler()
-        await server.serve(sockets=self.sockets)
-        if not server.started:
-            sys.exit(Arbiter.WORKER_BOOT_ERROR)
+        return Server(config=config, bounds=bounds)

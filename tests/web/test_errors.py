@@ -13,7 +13,9 @@ import pytest
 import yaml
 
 from app.core import problems
+from app.core.errors import PetstoreError
 from app.core.storage import Store
+from app.web.errors import translation
 from app.web.routing import OPENAPI_DIR, V2
 from tests.support import assert_error
 
@@ -230,3 +232,18 @@ def test_the_errors_page_lists_every_code_and_every_rule() -> None:
         assert f"| `{code}` |" in page, f"{code} is not in docs/errors.md's codes"
     for rule in problems.RULES:
         assert f"`{rule}`" in page, f"the rule {rule} is not in docs/errors.md"
+
+
+def _subclasses(kind: type[Any]) -> set[type[Any]]:
+    return {kind, *(sub for child in kind.__subclasses__() for sub in _subclasses(child))}
+
+
+def test_every_domain_exception_a_request_can_raise_has_its_status_and_code() -> None:
+    """A new exception of the domain gets its status and code in app/web/errors.py's
+    DOMAIN_ERRORS, or is named here as one only the CLI raises (a 500 otherwise)."""
+    only_the_cli = {"DuplicateOrder", "DuplicatePet", "DuplicateKey", "InvalidKeyValue"}
+    kinds = {kind for kind in _subclasses(PetstoreError) - {PetstoreError}
+             if kind.__module__.startswith("app.")}
+    assert only_the_cli <= {kind.__name__ for kind in kinds}
+    assert sorted(kind.__name__ for kind in kinds
+                  if kind.__name__ not in only_the_cli and translation(kind) is None) == []

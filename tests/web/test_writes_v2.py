@@ -279,6 +279,22 @@ def test_a_single_order_has_a_strong_etag_that_every_change_raises(
     assert changed.status_code == 200 and changed.headers["etag"] == '"2"'
 
 
+def test_entity_tags_are_compared_as_rfc_9110_says(client: Any,
+                                                  auth: dict[str, str]) -> None:
+    # If-None-Match compares weakly (a weak tag of the version matches its strong one),
+    # If-Match strongly (it does not); a comma inside a quoted tag is part of the tag.
+    order = f"{LIST}/2"
+    for given, status in (('W/"1"', 304), ('"1,2"', 200), ('"x,y", W/"1"', 304), ("*", 304)):
+        seen = client.get(order, headers={**auth, "If-None-Match": given})
+        assert seen.status_code == status, given
+    pending = f"{LIST}/1"
+    for given in ('W/"1"', '"1,2"', '"1, 2"'):
+        assert_error(client.post(f"{pending}/ship", headers={**auth, "If-Match": given}),
+                     412, "precondition_failed")
+    moved = client.post(f"{pending}/ship", headers={**auth, "If-Match": '"0,1", "1"'})
+    assert moved.status_code == 200 and moved.headers["etag"] == '"2"'
+
+
 def test_each_write_counts_once_against_the_quota(client: Any, auth: dict[str, str]) -> None:
     def remaining(response: Any) -> int:
         return int(response.headers["x-ratelimit-remaining"])

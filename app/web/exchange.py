@@ -41,6 +41,9 @@ class Exchange:
     # The operation the request was found to be: by Connexion's router (the routed layer),
     # or by a layer that answers before it (kept reads, early writes).
     operation: Operation | None = None
+    # The feed's handler: its page is empty and the request asked to wait, so the long
+    # polls layer holds the answer until the revision passes this one, for these seconds.
+    wait: tuple[int, float] | None = None
     # Which fast layer answered (chain.FAST): "kept" (a kept answer), "early" (a plainly
     # valid write); None for the long way. The access line says it.
     answered_by: str | None = None

@@ -1,13 +1,13 @@
 """Long polling of the feed of changed orders (D26), without a handler thread.
 
 The handler of listOrderChanges answers at once. When its page is empty and the request
-asked to `wait`, it marks its answer with WAIT_HEADER (the revision the page was read at,
-and the seconds asked for). LongPoll, between the quotas and Connexion, holds such an
-answer on the event loop instead of sending it, and waits for the revision to pass the
-one the page was read at; then it runs the request through Connexion again (so it is
+asked to `wait`, it writes in the request's Exchange the revision the page was read at and
+the seconds asked for (Exchange.wait). LongPoll, between the quotas and Connexion, holds
+such an answer on the event loop instead of sending it, and waits for the revision to pass
+the one the page was read at; then it runs the request through Connexion again (so it is
 counted once, on arrival, by the quotas outside). When the time is up, when the service
 stops (release_waiting, from the worker's shutdown) or when this worker holds its cap of
-waiting requests already, it sends the answer it holds. The mark never leaves the process.
+waiting requests already, it sends the answer it holds.
 
 RevisionWatch learns of commits by reading the revision (which every change raises, from
 any worker, host or the CLI) every POLL_SECONDS from a thread of its own, and only while a
@@ -26,10 +26,10 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.storage import Store
+from app.web.exchange import exchange
 
 log = logging.getLogger("petstore.feed")
 
-WAIT_HEADER = b"petstore-feed-wait"  # "<revision> <seconds>", set by the handler
 POLL_SECONDS = 0.1  # how often a worker with waiting requests reads the revision
 _RUNNING: weakref.WeakSet[LongPoll] = weakref.WeakSet()
 
@@ -174,29 +174,23 @@ class LongPoll:
 
     async def _run(self, scope: Scope, receive: Receive,
                    send: Send) -> tuple[list[Message], int, float] | None:
-        """Run the request; hold its answer if the handler marked it (returning it with
-        the revision and the seconds of the mark), else send it on (returning None)."""
+        """Run the request; hold its answer if the handler asked to wait (returning it with
+        the revision and the seconds it asked for), else send it on (returning None)."""
+        found = exchange(scope)
+        found.wait = None
         held: list[Message] = []
-        mark: list[bytes] = []
 
         async def sending(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = message.get("headers", [])
-                found = [value for name, value in headers if name == WAIT_HEADER]
-                if found:
-                    mark.append(found[0])
-                    message = {**message, "headers": [(name, value) for name, value in headers
-                                                      if name != WAIT_HEADER]}
-            if mark:
+            if found.wait is not None:
                 held.append(message)
             else:
                 await send(message)
 
         await self.app(dict(scope), receive, sending)
-        if not mark:
+        if found.wait is None:
             return None
-        revision, seconds = mark[0].split()
-        return held, int(revision), float(seconds)
+        revision, seconds = found.wait
+        return held, revision, seconds
 
 
 async def _disconnected(receive: Receive) -> None:

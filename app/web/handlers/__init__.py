@@ -5,6 +5,7 @@ from __future__ import annotations
 import flask
 
 from app.core.services import Services
+from app.web.exchange import Exchange, exchange
 
 SERVICES = "petstore"  # the key of the running app's Services in Flask's extensions
 
@@ -13,6 +14,12 @@ def services() -> Services:
     """The running app's store, keyring and settings."""
     services: Services = flask.current_app.extensions[SERVICES]
     return services
+
+
+def request_exchange() -> Exchange:
+    """The Exchange of the request being handled: the WSGI environ the bridge builds
+    carries the request's ASGI scope (a2wsgi_internals.wsgi_environ)."""
+    return exchange(flask.request.environ["asgi.scope"])
 
 
 def no_content(status: int = 204, headers: dict[str, str] | None = None) -> flask.Response:

@@ -6,18 +6,16 @@ import flask
 import orjson
 
 from app.core import feed
-from app.web.handlers import services
-from app.web.longpoll import WAIT_HEADER
+from app.web.handlers import request_exchange, services
 
 
 def list_order_changes(after: str | None = None, limit: int = feed.LIMIT_DEFAULT,
                        wait: int = 0) -> flask.Response:
     """GET /store/order-changes: the orders changed after the cursor. An empty page of a
-    request that asked to wait is marked for LongPoll, which holds it until a change."""
+    request that asked to wait is held by the long polls layer until a change."""
     page = feed.changes(services().store, after, limit)
     body = b'{"orders":[%s],"next":%s}' % (",".join(page.orders).encode(),
                                            orjson.dumps(page.next))
-    response = flask.Response(body, 200, mimetype="application/json")
     if wait and not page.orders:
-        response.headers[WAIT_HEADER.decode()] = f"{page.revision} {wait}"
-    return response
+        request_exchange().wait = (page.revision, float(wait))
+    return flask.Response(body, 200, mimetype="application/json")

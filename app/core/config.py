@@ -393,7 +393,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "VALIDATE_RESPONSES",
         "false",
-        "Check every response against the OpenAPI document (slow; the tests turn it on).",
+        "Check every answer, whichever layer made it, against the OpenAPI document (slow;"
+        " the tests turn it on).",
         _boolean,
     ),
 )

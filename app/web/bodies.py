@@ -2,7 +2,7 @@
 whether its Content-Length says so at once or a chunked body grows past it; and a JSON body
 that is not UTF-8 is 400 invalid_request (Connexion's JSON validator decodes it unguarded, a
 UnicodeDecodeError and so a 500). Added before Connexion's validation
-(MiddlewarePosition.BEFORE_VALIDATION), so the quotas have counted the request, and the
+(the body limit layer of chain.py), so the quotas have counted the request, and the
 problem it raises is answered by the error handlers with the Error body. Only POST and
 PATCH (a webhook endpoint's update, D28) carry a body here; GET and DELETE bodies are
 ignored, as ever (D6)."""

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig
@@ -28,7 +27,7 @@ import pytest
 import yaml
 
 import app
-from tests.support import ISSUED_SECRETS, SERVER_LOGS, free_port
+from tests.support import ISSUED_SECRETS, SERVER_LOGS, free_port, stop
 
 pytestmark = pytest.mark.slow
 
@@ -135,12 +134,7 @@ def serving(petstore: Path, folder: Path, env: dict[str, str]) -> Iterator[str]:
                 time.sleep(0.1)
         yield base
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
     errors = [line for line in log.read_text().splitlines()
               if json.loads(line)["level"] in ("ERROR", "CRITICAL")]
     assert not errors, errors

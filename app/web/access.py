@@ -117,6 +117,7 @@ class AccessLog:
     def _log(self, scope: Scope, status: int, seconds: float) -> None:
         template = self._template(scope)
         metrics.observe_request(scope["method"], template, status, seconds)
+        client = scope.get("client")
         log.info(
             "%s %s %d", scope["method"], template, status,
             extra={
@@ -126,6 +127,11 @@ class AccessLog:
                 "status": status,
                 "duration_ms": round(seconds * 1000, 2),
                 "key_id": (token_info(scope) or {}).get("key_id"),
+                # The client's address and the scheme as the service took them: from
+                # X-Forwarded-For and X-Forwarded-Proto only when a proxy that
+                # PETSTORE_FORWARDED_ALLOW_IPS trusts sent them (uvicorn's proxy headers).
+                "client": client[0] if client else None,
+                "scheme": scope.get("scheme", "http"),
             },
         )
 

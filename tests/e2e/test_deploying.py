@@ -132,7 +132,7 @@ class Stack:
         its access line."""
         deadline = time.monotonic() + 5
         while True:
-            for text in self.service.log.read_text().splitlines():
+            for text in self.service.log.read_text().split("\n")[:-1]:  # whole lines
                 line = json.loads(text)
                 if line["logger"] == "petstore.access" and line["request_id"] == request_id:
                     return line["client"], line["scheme"]

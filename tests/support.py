@@ -170,13 +170,20 @@ def serving(folder: Path, *serve_args: str, environ: dict[str, str] | None = Non
         _wait_until_serving(port, process, log)
         yield Server(port, log, env, process)
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
+
+
+def stop(process: subprocess.Popen[Any], how: int = signal.SIGTERM,
+         timeout: float = 15) -> None:
+    """Stop a process the test started, unless it has stopped already: the signal how, and
+    SIGKILL if it is still running timeout seconds later."""
+    if process.poll() is None:
+        process.send_signal(how)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def wrap_store(app: Any, wrapper: Callable[[Store], Any]) -> None:

@@ -94,6 +94,7 @@ class AccessLog:
         template = self._template(scope, found)
         metrics.observe_request(scope["method"], template, status, seconds)
         key = found.key
+        client = scope.get("client")
         log.info(
             "%s %s %d", scope["method"], template, status,
             extra={
@@ -105,5 +106,10 @@ class AccessLog:
                 "key_id": key.id if key is not None and found.operation is not None
                 else None,
                 "answered_by": found.answered_by or "long",
+                # The client's address and the scheme as the service took them: from
+                # X-Forwarded-For and X-Forwarded-Proto only when a proxy that
+                # PETSTORE_FORWARDED_ALLOW_IPS trusts sent them (uvicorn's proxy headers).
+                "client": client[0] if client else None,
+                "scheme": scope.get("scheme", "http"),
             },
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,9 @@ from app.web.connexion_internals import operation_definition, resolved
 
 SNAKE_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 HANDLERS = "app.web.handlers"
-OPENAPI_DIR = Path(__file__).resolve().parents[2] / "openapi"
+# The documents ship inside the package, as app.openapi: the repository's openapi/ folder,
+# installed there by the wheel and mapped there by an editable install (pyproject.toml).
+OPENAPI_DIR = Path(str(resources.files("app.openapi")))
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.support import parse_python
+
 ROOT = Path(__file__).resolve().parent.parent
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 # Imports that may sit inside a function: a dependency that is optional or heavy, loaded
@@ -80,7 +82,7 @@ def test_an_import_cycle_breaks_the_contract_even_inside_a_function(
 def _imports_inside_functions() -> set[tuple[str, str]]:
     found = set()
     for path in sorted((ROOT / "app").rglob("*.py")):
-        tree = ast.parse(path.read_text())
+        tree = parse_python(path.read_text())
         for function in ast.walk(tree):
             if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
@@ -129,7 +131,7 @@ def _defined_names(folder: Path) -> set[str]:
     and names and attributes they assign."""
     names = set()
     for path in folder.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse_python(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 names.add(node.name)
             elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
@@ -154,7 +156,7 @@ def _reaches_in_source(source: str) -> list[str]:
     """Where a module's source imports a private module or name of a reached library, or
     touches an attribute of a private name that only a reached library defines."""
     found = []
-    for node in sorted(ast.walk(ast.parse(source)), key=lambda node: getattr(node, "lineno", 0)):
+    for node in sorted(ast.walk(parse_python(source)), key=lambda node: getattr(node, "lineno", 0)):
         if isinstance(node, ast.Import | ast.ImportFrom):
             module = node.module or "" if isinstance(node, ast.ImportFrom) else ""
             for name in [module, *(alias.name for alias in node.names)]:

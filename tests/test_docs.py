@@ -24,6 +24,7 @@ import pytest
 from app.cli import main
 from app.core.config import SETTINGS
 from app.web.chain import LAYERS
+from tests.support import parse_python
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -211,7 +212,7 @@ def _remarks(source: str) -> list[tuple[int, str]]:
     remarks = [(token.start[0], token.string.lstrip("#").strip())
                for token in tokenize.generate_tokens(io.StringIO(source).readline)
                if token.type == tokenize.COMMENT]
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse_python(source)):
         if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
                 and isinstance(node.value.value, str)):
             remarks.append((node.lineno, node.value.value))

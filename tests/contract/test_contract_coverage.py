@@ -15,6 +15,7 @@ import yaml
 
 from app.web import API_SPEC, OPENAPI_DIR, handlers
 from app.web.routing import APIS, Api, TagResolver
+from tests.support import parse_python
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = yaml.safe_load((OPENAPI_DIR / API_SPEC).read_text())
@@ -64,7 +65,7 @@ def test_every_handler_is_named_by_an_operation() -> None:
 def _codes_asserted_by_http_tests() -> set[str]:
     codes = set()
     for source in (ROOT / "tests" / "web").glob("test_*.py"):
-        for node in ast.walk(ast.parse(source.read_text())):
+        for node in ast.walk(parse_python(source.read_text())):
             if (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "assert_error"
                     and len(node.args) >= 3 and isinstance(node.args[2], ast.Constant)):
                 codes.add(node.args[2].value)

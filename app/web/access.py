@@ -15,7 +15,7 @@ import re
 import time
 from typing import Any
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.core import metrics
 from app.web.connexion_internals import share_extensions
@@ -69,18 +69,12 @@ class AccessLog:
         # connexion_internals.share_extensions.
         share_extensions(scope)
         started = time.perf_counter()
-        status = 500
-
-        async def sending(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
         try:
-            await self.app(scope, receive, sending)
+            await self.app(scope, receive, send)
         finally:
-            self._log(scope, found, status, time.perf_counter() - started)
+            # The answer layer notes the status; none reached it (the request failed
+            # outside it): Connexion's server errors answer 500.
+            self._log(scope, found, found.status, time.perf_counter() - started)
 
     def _template(self, scope: Scope, found: Exchange) -> str:
         """The operation's path template, a document's path, or "(no route)"."""

@@ -17,7 +17,8 @@ class Answering(ResponseChecks):
     operation the request was found to be, where the API validates its responses. So a
     kept read or an early write is held to the document exactly as the handler's answer
     is, and the validator sees the headers the YAML declares required. An answer to no
-    operation (a 404 for an unknown path, a 429 before routing) is not checked."""
+    operation (a 404 for an unknown path, a 429 before routing) is not checked. It notes
+    the answer's status in the Exchange for the access line."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -29,6 +30,7 @@ class Answering(ResponseChecks):
         async def answering(message: Message) -> None:
             nonlocal forward
             if message["type"] == "http.response.start":
+                found.status = message["status"]
                 message["headers"] = add_missing(message.get("headers", ()), found.headers)
                 if found.operation is not None and self.checked:
                     forward = await self.checking(found.operation.id, scope, send)

@@ -44,6 +44,8 @@ class Exchange:
     # The feed's handler: its page is empty and the request asked to wait, so the long
     # polls layer holds the answer until the revision passes this one, for these seconds.
     wait: tuple[int, float] | None = None
+    # The answer's status, as the answer layer saw it go out (500 until then).
+    status: int = 500
     # Which fast layer answered (chain.FAST): "kept" (a kept answer), "early" (a plainly
     # valid write); None for the long way. The access line says it.
     answered_by: str | None = None

@@ -1,15 +1,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from connexion import FlaskApp
 
+from app.core import keys
 from app.core.config import Settings
-from app.core.storage import Store
-from app.web import create_app
-from tests.support import make_key
+from app.core.storage import Store, open_store
+from app.web import chain, create_app
+from tests.support import ISSUED_SECRETS, make_key
 
 ORDERS = [
     {"id": 1, "petId": 10, "quantity": 1, "complete": False, "status": "pending"},
@@ -56,3 +58,29 @@ def every_app_validates_its_responses(monkeypatch: pytest.MonkeyPatch) -> None:
         return add_api(self, *args, **kwargs)
 
     monkeypatch.setattr(FlaskApp, "add_api", checked)
+
+
+def served_and_long_way(settings: Settings, tmp_path: Path, orders: list[dict[str, Any]]
+                        ) -> tuple[Any, Any, dict[str, str]]:
+    """The served app and the long way's (the chain without its fast layers,
+    chain.LONG_WAY), each over its own store of the same orders and of a write key and a
+    read key no quota stops: their two test clients, and the Authorization values by name
+    ("write", "read", "unknown")."""
+    write, read = keys.generate_key(), keys.generate_key()
+    ISSUED_SECRETS.update({write.secret, read.secret})
+    clients = []
+    for name, layers in (("served", chain.LAYERS), ("long", chain.LONG_WAY)):
+        own = settings.replace(database=str(tmp_path / f"{name}.db"))
+        store = open_store(own)
+        store.import_orders(orders)
+        for new, scope in ((write, "write"), (read, "read")):
+            created = store.create_key(digest=new.digest, prefix=new.prefix, name=scope,
+                                       plan="free", per_minute=10**6, per_day=10**6,
+                                       now="2026-01-01T00:00:00Z")
+            store.set_scope(created.id, scope)
+        store.close()
+        clients.append(create_app(own, layers=layers).test_client())
+    return clients[0], clients[1], {"write": f"Bearer {write.secret}",
+                                    "read": f"Bearer {read.secret}",
+                                    "unknown": "Bearer psk_nope"}
+

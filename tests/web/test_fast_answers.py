@@ -24,15 +24,12 @@ import orjson
 import pytest
 from connexion.utils import get_function_from_name
 
-from app.core import keys, orders
+from app.core import orders
 from app.core.config import Settings
-from app.core.storage import Store, open_store
-from app.web import chain, create_app
 from app.web.conditional import keeping_of
 from app.web.direct import is_direct
 from app.web.routing import Operation, operations
-from tests.support import ISSUED_SECRETS
-from tests.web.conftest import ORDERS
+from tests.web.conftest import ORDERS, served_and_long_way
 
 # The headers a client reads; the request id, Date and the reset second differ by nature.
 COMPARED = ("content-type", "content-length", "etag", "location", "link",
@@ -151,26 +148,10 @@ def requests_for(operation: Operation, path_id: int) -> Iterator[Request]:
 
 
 def _apps(settings: Settings, tmp_path: Path) -> tuple[Any, Any, dict[str, str]]:
-    """The served app and the long way's, each over its own store of the same orders and
-    keys (Authorization values by name)."""
-    write, read = keys.generate_key(), keys.generate_key()
-    ISSUED_SECRETS.update({write.secret, read.secret})
-    apps = []
-    for name, layers in (("served", chain.LAYERS), ("long", chain.LONG_WAY)):
-        # Anonymous requests count per address: with Business's numbers none is refused.
-        own = settings.replace(database=str(tmp_path / f"{name}.db"),
-                               anonymous_plan="business")
-        store: Store = open_store(own)
-        store.import_orders([*ORDERS, *({"id": i, "petId": i} for i in range(5, 40))])
-        for new, scope in ((write, "write"), (read, "read")):
-            created = store.create_key(digest=new.digest, prefix=new.prefix, name=scope,
-                                       plan="free", per_minute=10**6, per_day=10**6,
-                                       now="2026-01-01T00:00:00Z")
-            store.set_scope(created.id, scope)
-        store.close()
-        apps.append(create_app(own, layers=layers).test_client())
-    return apps[0], apps[1], {"write": f"Bearer {write.secret}", "read": f"Bearer {read.secret}",
-                              "unknown": "Bearer psk_nope"}
+    # Anonymous requests count per address: with Business's numbers none is refused.
+    return served_and_long_way(
+        settings.replace(anonymous_plan="business"), tmp_path,
+        [*ORDERS, *({"id": i, "petId": i} for i in range(5, 40))])
 
 
 def _headers(given: list[tuple[str, str]], bearer: dict[str, str]) -> list[tuple[str, str]]:

@@ -103,6 +103,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.feed
 	$(BIN)/python -m bench.positions
 	$(BIN)/python -m bench.webhooks
+	$(BIN)/python -m bench.stock
 	$(BIN)/python -m bench.guessing
 	$(BIN)/python -m bench.soak
 	$(BIN)/python -m bench.contract

@@ -196,7 +196,8 @@ def run(store: str, database: str, _other: str, args: argparse.Namespace,
 
         results: dict[str, list[Load]] = {}
         results.update(pair(
-            ("place, tracked pet", (f"{url}{ORDERS}", auth, _placing(folder, f"{store}-t", tracked))),
+            ("place, tracked pet", (f"{url}{ORDERS}", auth,
+                                    _placing(folder, f"{store}-t", tracked))),
             ("place, untracked pet", (f"{url}{ORDERS}", auth,
                                       _placing(folder, f"{store}-u", untracked))),
             args.seconds))

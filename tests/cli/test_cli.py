@@ -327,9 +327,10 @@ def test_pets_import_and_list(db: Path, tmp_path: Path) -> None:
     path.write_text("id,name\n1,Rex\n2,Tom\n")
     assert run(db, "pets", "import", str(path)).exit_code == 0
     assert json.loads(run(db, "pets", "list", "--json").stdout) == [
-        {"id": 1, "name": "Rex"}, {"id": 2, "name": "Tom"}]
+        {"id": n, "name": name, "tags": [], "photoUrls": [], "reserved": 0,
+         "status": "available"} for n, name in ((1, "Rex"), (2, "Tom"))]
     bad = run(db, "pets", "import", "-", input='[{"id": 3, "name": "Ok"}, {"name": ""}]')
-    assert bad.exit_code == 1 and "stdin item 2: name must be" in bad.stderr
+    assert bad.exit_code == 1 and "stdin item 2: name must not be empty" in bad.stderr
     again = run(db, "pets", "import", "-", input='[{"id": 1, "name": "Rex II"}]')
     assert again.exit_code == 1 and "exists already" in again.stderr
     assert run(db, "pets", "import", "--upsert", "-",

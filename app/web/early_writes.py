@@ -88,18 +88,18 @@ def plans(handlers: dict[str, Callable[[Call], Answer]],
 
 class EarlyWrites:
     """A request to a write answered without Flask (direct.py), answered before Connexion's
-    document server, routing, security and validation when they could only let it through
-    to its handler: its method and path name the operation; the rate-limit middleware has
-    found its one bearer key valid, of scope write, and counted the request; it has no
-    query; every header the operation declares passes its schema, a required one present
-    and each given once; and its body, where it has one, is JSON (of the media type the
-    document declares, its length given and within the limit) that passes the operation's schema. The checks are
-    the long way's own validators (connexion_internals), built once. Anything else goes the
-    long way, with the body read so far handed on, so every refusal keeps its status, Error
-    body and order. It sits right inside Connexion's exception middleware, so the handler's
-    exceptions become the same Error bodies; the access line, request id, rate-limit
-    headers and gzip are the outer layers' as for any answer, and the answer layer checks
-    it against the document where responses are validated."""
+    document server, routing, security and validation when they could only let it through to
+    its handler: its method and path name the operation; the rate-limit middleware has found
+    its one bearer key valid, of scope write, and counted the request; it has no query;
+    every header the operation declares passes its schema, a required one present and each
+    given once; and its body, where it has one, is JSON (of the media type the document
+    declares, its length given and within the limit) that passes the operation's schema. The
+    checks are the long way's own validators (connexion_internals), built once. Anything
+    else goes the long way, with the body read so far handed on, so every refusal keeps its
+    status, Error body and order. It sits right inside Connexion's exception middleware, so
+    the handler's exceptions become the same Error bodies; the access line, request id,
+    rate-limit headers and gzip are the outer layers' as for any answer, and the answer
+    layer checks it against the document where responses are validated."""
 
     def __init__(self, app: ASGIApp, *, writes: list[Write],
                  services: Callable[[], Services], threads: HandlerThreads) -> None:

@@ -103,6 +103,11 @@ def pet_values(pets: Iterable[dict[str, Any]]) -> Iterator[tuple[Any, ...]]:
 
 
 
+# One past the largest id a pet has or an order names (both by index: the pets' key and
+# idx_orders_pet_id), for a pet the API adds.
+NEW_PET_ID = ("(SELECT max(used) + 1 FROM (SELECT coalesce(max(id), 0) AS used FROM pets "
+              "UNION ALL SELECT coalesce(max(pet_id), 0) FROM orders) AS ids)")
+
 class StockStatements:
     """The Store methods of the catalogue and its stock whose SQL is the same in both
     databases."""
@@ -229,7 +234,9 @@ class StockStatements:
         """Add a pet (name, category, tags, photoUrls, stock: checked already) under an
         idempotency key, both in one transaction; or, when the key wrote before, replay
         its first answer (IdempotencyKeyReused when it came with another request). The
-        pet's id is the largest plus one, as SQLite gives ids."""
+        pet's id is one past the largest any pet has or any order names: orders imported
+        before the catalogue may name pets it does not hold, and a new pet must not take
+        their units as its own reservation."""
         p, j = self.PARAM, self.JSON_PARAM
         with self._transaction() as tx:
             first = self._first_answer(tx, api_key_id, idempotency_key, fingerprint)
@@ -237,7 +244,7 @@ class StockStatements:
                 return first
             pet_id = int(tx.execute(
                 "INSERT INTO pets (id, name, category, tags, photo_urls, stock) VALUES "
-                f"((SELECT coalesce(max(id), 0) + 1 FROM pets), {p}, {p}, {j}, {j}, {p}) "
+                f"({NEW_PET_ID}, {p}, {p}, {j}, {j}, {p}) "
                 "RETURNING id", _pet_values(pet)[1:]).fetchall()[0][0])
             written = self._written_pet(tx, pet_id)
             self._keep_key(tx, api_key_id, idempotency_key, fingerprint, pet_id, written, now)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 
-from app.core import pets
+from app.core import feed, pets
 from app.core.errors import (
     IdempotencyKeyReused,
     InvalidParameter,
@@ -370,3 +371,20 @@ def test_the_migration_counts_what_orders_already_held(place: Place) -> None:
         true(store)
     finally:
         store.dispose()
+
+
+def test_a_pet_s_change_puts_nothing_in_the_feed_of_orders(shop: Store) -> None:
+    """A pet's change raises the revision (answers kept about pets refresh) but changes no
+    order: the feed and the webhooks' reads find nothing new, and the cursor stays good."""
+    first = feed.changes(shop)
+    shop.update_pet(1, {"name": "Rex II"})
+    shop.adjust_stock(1, 2, 1, "k", "fp", NOW)
+    shop.withdraw_pet(2)
+    shop.import_pets([{"id": 3, "name": "Kit", "stock": 1}])
+    later = feed.changes(shop, first.next)
+    assert later.orders == [] and later.next == first.next
+    assert later.revision > first.revision
+    assert shop.order_changes_after((-1, 0), 10) == []
+    order_id = order_for(shop, 3, 1, "a")  # an order's change is there, once
+    changed = feed.changes(shop, first.next)
+    assert [orjson.loads(text)["id"] for text in changed.orders] == [order_id]

@@ -388,3 +388,28 @@ def test_a_pet_s_change_puts_nothing_in_the_feed_of_orders(shop: Store) -> None:
     order_id = order_for(shop, 3, 1, "a")  # an order's change is there, once
     changed = feed.changes(shop, first.next)
     assert [orjson.loads(text)["id"] for text in changed.orders] == [order_id]
+
+
+def test_the_list_filters_on_every_store(store: Store) -> None:
+    store.import_pets([
+        {"id": 1, "name": "Rex", "category": "dogs", "tags": ["big", "brown"], "stock": 1},
+        {"id": 2, "name": "Tom", "category": "cats", "tags": ["small"]},
+        {"id": 3, "name": "Kit", "category": "cats", "tags": ["small", "brown"], "stock": 0},
+        {"id": 4, "name": "Old", "tags": ["big"]},
+    ])
+    store.withdraw_pet(4)
+
+    def listed(after: int | None = None, limit: int = 10, **given: Any) -> list[int]:
+        return [pet_id for _, pet_id in store.page_pets(pets.pet_query(**given), after, limit)]
+
+    assert listed() == [1, 2, 3]
+    assert listed(after=1, limit=1) == [2]
+    assert listed(status=["withdrawn", "sold"]) == [3, 4]
+    assert listed(tag=["brown"]) == [1, 3]
+    assert listed(tag=["big", "small"]) == [1, 2, 3]
+    assert listed(tag=["big"], status=["withdrawn"]) == [4]
+    assert listed(category="cats", tag=["brown"]) == [3]
+    order_for(store, 1, 1, "a")
+    assert listed(status=["pending"]) == [1]
+    assert [orjson.loads(text) for text, _ in store.page_pets(
+        pets.pet_query(category="dogs"), None, 10)] == [pet(store, 1)]

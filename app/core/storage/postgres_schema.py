@@ -64,8 +64,8 @@ _HOLD_STOCK = """
         first_pet bigint; last_pet bigint; units_held bigint; units_taken bigint;
         pending_delta bigint; shipped_delta bigint; cancelled_delta bigint;
         on_hand_delta bigint := 0; reserved_delta bigint := 0; available_delta bigint := 0;
-        tracked boolean; gone boolean;
-    BEGIN
+        tracked boolean; gone boolean;{declare}
+    BEGIN{fast}
         SELECT min(pet_id), max(pet_id), coalesce(sum(held), 0), coalesce(sum(taken), 0)
             INTO first_pet, last_pet, units_held, units_taken
             FROM ({moved}) AS moved WHERE pet_id IS NOT NULL AND quantity_known;
@@ -131,9 +131,101 @@ _SHIPPED = (" UNION ALL SELECT b.pet_id, 0, b.quantity, b.quantity IS NOT NULL "
             "WHERE b.status = 'shipped' AND a.status = 'pending'")
 
 
-def _hold_stock(name: str, event: str, tables: str, moved: str, units: str) -> str:
+def _hold_stock(name: str, event: str, tables: str, moved: str, units: str,
+                declare: str = "", fast: str = "") -> str:
     return _HOLD_STOCK.format(name=name, event=event, tables=tables, moved=moved,
-                              units=units)
+                              units=units, declare=declare, fast=fast)
+
+
+# An UPDATE of one order (a cancel, a ship, a complete: the moves) is worked out from its
+# two rows with plain values: what it held is released from its pet (shipping takes the
+# units out of the stock too), what it holds now is held (a shipped order put back to
+# pending returns its units first), and a change that moves none of that (a complete, a
+# ship date) touches no pet and no figure.
+# An INSERT whose pending orders name one pet at most (a placing) is counted in one read of
+# its rows.
+_ONE_PET = """
+        SELECT min(pet_id) FILTER (WHERE holds), max(pet_id) FILTER (WHERE holds),
+                coalesce(sum(quantity) FILTER (WHERE holds), 0),
+                coalesce(sum(quantity) FILTER (WHERE status = 'pending'), 0),
+                coalesce(sum(quantity) FILTER (WHERE status = 'shipped'), 0),
+                coalesce(sum(quantity) FILTER (WHERE status = 'cancelled'), 0)
+            INTO first_pet, last_pet, units_held, pending_delta, shipped_delta,
+                cancelled_delta
+            FROM (SELECT pet_id, quantity, status, status = 'pending' AND pet_id IS NOT NULL
+                         AND quantity IS NOT NULL AS holds FROM after_rows) AS inserted;
+        IF first_pet IS NULL OR first_pet = last_pet THEN
+            IF units_held <> 0 THEN
+                UPDATE pets SET reserved = reserved + units_held, version = version + 1
+                    WHERE id = first_pet
+                    RETURNING stock IS NOT NULL, withdrawn INTO tracked, gone;
+                IF tracked THEN
+                    reserved_delta := units_held;
+                    available_delta := CASE WHEN gone THEN 0 ELSE -units_held END;
+                END IF;
+            END IF;
+            IF pending_delta <> 0 OR shipped_delta <> 0 OR cancelled_delta <> 0 THEN
+                UPDATE revision SET pending_units = pending_units + pending_delta,
+                    shipped_units = shipped_units + shipped_delta,
+                    cancelled_units = cancelled_units + cancelled_delta,
+                    stock_reserved = stock_reserved + reserved_delta,
+                    stock_available = stock_available + available_delta;
+            END IF;
+            RETURN NULL;
+        END IF;"""
+_ONE_MOVE_DECLARE = """
+        moves int; old_pet bigint; old_units bigint; old_status text;
+        new_pet bigint; new_units bigint; new_status text;"""
+_ONE_MOVE = """
+        SELECT count(*), min(b.pet_id), min(b.quantity), min(b.status), min(a.pet_id),
+                min(a.quantity), min(a.status)
+            INTO moves, old_pet, old_units, old_status, new_pet, new_units, new_status
+            FROM before_rows b JOIN after_rows a ON a.id = b.id;
+        IF moves = 1 AND (SELECT count(*) FROM after_rows) = 1 THEN
+            IF old_status = new_status AND old_pet IS NOT DISTINCT FROM new_pet
+                    AND old_units IS NOT DISTINCT FROM new_units THEN
+                RETURN NULL;
+            END IF;
+            IF old_status = 'pending' AND old_pet IS NOT NULL AND old_units IS NOT NULL THEN
+                units_taken := CASE WHEN new_status = 'shipped' THEN old_units ELSE 0 END;
+                UPDATE pets SET reserved = reserved - old_units, stock = stock - units_taken,
+                    version = version + 1 WHERE id = old_pet
+                    RETURNING stock IS NOT NULL, withdrawn INTO tracked, gone;
+                IF tracked THEN
+                    on_hand_delta := -units_taken;
+                    reserved_delta := -old_units;
+                    available_delta := CASE WHEN gone THEN 0
+                                            ELSE old_units - units_taken END;
+                END IF;
+            END IF;
+            tracked := false;
+            IF new_status = 'pending' AND new_pet IS NOT NULL AND new_units IS NOT NULL THEN
+                units_taken := CASE WHEN old_status = 'shipped' THEN -new_units ELSE 0 END;
+                UPDATE pets SET reserved = reserved + new_units, stock = stock - units_taken,
+                    version = version + 1 WHERE id = new_pet
+                    RETURNING stock IS NOT NULL, withdrawn INTO tracked, gone;
+                IF tracked THEN
+                    on_hand_delta := on_hand_delta - units_taken;
+                    reserved_delta := reserved_delta + new_units;
+                    available_delta := available_delta + CASE WHEN gone THEN 0
+                                                         ELSE -units_taken - new_units END;
+                END IF;
+            END IF;
+            UPDATE revision SET
+                pending_units = pending_units
+                    + CASE WHEN new_status = 'pending' THEN coalesce(new_units, 0) ELSE 0 END
+                    - CASE WHEN old_status = 'pending' THEN coalesce(old_units, 0) ELSE 0 END,
+                shipped_units = shipped_units
+                    + CASE WHEN new_status = 'shipped' THEN coalesce(new_units, 0) ELSE 0 END
+                    - CASE WHEN old_status = 'shipped' THEN coalesce(old_units, 0) ELSE 0 END,
+                cancelled_units = cancelled_units
+                    + CASE WHEN new_status = 'cancelled' THEN coalesce(new_units, 0) ELSE 0 END
+                    - CASE WHEN old_status = 'cancelled' THEN coalesce(old_units, 0) ELSE 0 END,
+                stock_on_hand = stock_on_hand + on_hand_delta,
+                stock_reserved = stock_reserved + reserved_delta,
+                stock_available = stock_available + available_delta;
+            RETURN NULL;
+        END IF;"""
 
 
 # The pets' side: the revision's row is locked before any pet's (as every writer of
@@ -228,13 +320,14 @@ _STOCK = (
     f"UPDATE revision SET ({', '.join(INVENTORY_COLUMNS)}) = ({INVENTORY_COUNTED});\n"
     + _hold_stock("orders_insert_holds_stock", "INSERT", "NEW TABLE AS after_rows",
                   _HELD.format(sign="", rows="after_rows"),
-                  _UNITS.format(sign="", rows="after_rows"))
+                  _UNITS.format(sign="", rows="after_rows"), fast=_ONE_PET)
     + _hold_stock("orders_update_moves_stock", "UPDATE",
                   "OLD TABLE AS before_rows NEW TABLE AS after_rows",
                   _HELD.format(sign="-", rows="before_rows") + " UNION ALL "
                   + _HELD.format(sign="", rows="after_rows") + _SHIPPED,
                   _UNITS.format(sign="", rows="after_rows") + " UNION ALL "
-                  + _UNITS.format(sign="-", rows="before_rows"))
+                  + _UNITS.format(sign="-", rows="before_rows"),
+                  _ONE_MOVE_DECLARE, _ONE_MOVE)
     + _hold_stock("orders_delete_releases_stock", "DELETE", "OLD TABLE AS before_rows",
                   _HELD.format(sign="-", rows="before_rows"),
                   _UNITS.format(sign="-", rows="before_rows"))

@@ -413,3 +413,25 @@ def test_the_list_filters_on_every_store(store: Store) -> None:
     assert listed(status=["pending"]) == [1]
     assert [orjson.loads(text) for text, _ in store.page_pets(
         pets.pet_query(category="dogs"), None, 10)] == [pet(store, 1)]
+
+
+def test_statements_of_many_orders_keep_every_reservation(shop: Store, place: Place) -> None:
+    first, *_ = [order_for(shop, 1, 1, key) for key in "abc"]
+    for key in "de":
+        order_for(shop, 2, 2, key)
+    place.sql(f"UPDATE orders SET status = 'shipped' WHERE pet_id = 1 AND id <> {first}")
+    assert stock(shop, 1) == (3, 1, 2, "available")
+    place.sql("UPDATE orders SET status = 'cancelled' WHERE status = 'pending'")
+    assert stock(shop, 1) == (3, 0, 3, "available") and stock(shop, 2)[1] == 0
+    place.sql("UPDATE orders SET status = 'pending' WHERE status = 'cancelled'")
+    assert stock(shop, 1) == (3, 1, 2, "available") and stock(shop, 2)[1] == 4
+    # Pet 1 would hold pet 2's 4 units, more than its 3: the whole statement is refused.
+    with pytest.raises(Exception, match="pets_stock_covers_reserved"):
+        place.sql("UPDATE orders SET pet_id = CASE pet_id WHEN 1 THEN 2 ELSE 1 END "
+                  "WHERE status = 'pending'")
+    assert stock(shop, 1) == (3, 1, 2, "available") and stock(shop, 2)[1] == 4
+    place.sql("UPDATE orders SET quantity = quantity + 1 WHERE status = 'pending'")
+    assert stock(shop, 1) == (3, 2, 1, "available") and stock(shop, 2)[1] == 6
+    place.sql("DELETE FROM orders WHERE status = 'pending'")
+    assert stock(shop, 1) == (3, 0, 3, "available") and stock(shop, 2)[1] == 0
+    true(shop)

@@ -287,6 +287,13 @@ def test_imported_orders_hold_and_an_import_that_oversells_fails_whole(shop: Sto
     shop.import_orders([{"id": 1, "petId": 1, "quantity": 5, "status": "shipped"}],
                        upsert=True)
     assert stock(shop, 1) == (0, 0, 0, "sold")
+    # An upsert judged as a whole: the order that releases comes after the one that holds.
+    shop.update_pet(1, {"stock": 3})
+    shop.import_orders([{"id": 8, "petId": 1, "quantity": 3}])
+    shop.import_orders([{"id": 9, "petId": 1, "quantity": 3},
+                        {"id": 8, "petId": 1, "quantity": 3, "status": "cancelled"}],
+                       upsert=True)
+    assert stock(shop, 1) == (3, 3, 0, "pending")
     true(shop)
 
 

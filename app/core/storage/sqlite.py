@@ -480,6 +480,12 @@ class SQLiteStore(SQLiteStock, SqlStore, StockStatements, WebhookStatements):
                     "excluded.complete, status = excluded.status, cancelled_at = NULL, "
                     "cancelled_by = NULL")
         rows = list(orders)
+        ids = [order.get("id") for order in rows]
+        if upsert and None not in ids and len(set(ids)) == len(ids):
+            # Each row replaces its own order, so their order changes nothing but what is
+            # held on the way: rows that hold nothing (which may release) go first, so that
+            # the import fits when its whole does, as PostgreSQL's one statement does.
+            rows.sort(key=lambda order: order.get("status", "pending") == "pending")
         short: dict[str, Any] | None = None  # the row whose pet's stock did not cover it
         try:
             with self._write() as db:

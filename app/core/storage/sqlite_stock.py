@@ -83,10 +83,16 @@ def add_stock_v10(db: sqlite_utils.Database) -> None:
         db.execute(f"ALTER TABLE revision ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
     db.execute(f"UPDATE revision SET ({', '.join(INVENTORY_COLUMNS)}) = ({INVENTORY_COUNTED})")
     # The orders' side: what an order holds, released, or shipped. Units held are the
-    # quantity of a pending order; an order with no pet or no quantity holds none.
+    # quantity of a pending order; an order with no pet or no quantity holds none. An
+    # INSERT's are folded into migration 8's trigger, which raises the revision (and now
+    # counts the units in the same UPDATE of its row): one statement fewer on the
+    # placing path.
+    db.execute("DROP TRIGGER orders_insert_takes_position")
     db.execute(f"""
-        CREATE TRIGGER orders_insert_holds_stock AFTER INSERT ON orders FOR EACH ROW BEGIN
-            UPDATE revision SET {_units("NEW")};
+        CREATE TRIGGER orders_insert_takes_position AFTER INSERT ON orders FOR EACH ROW
+        BEGIN
+            UPDATE revision SET value = value + 1, {_units("NEW")};
+            UPDATE orders SET position = (SELECT value FROM revision) WHERE id = NEW.id;
             UPDATE pets SET reserved = reserved + NEW.quantity, version = version + 1
                 WHERE id = NEW.pet_id AND NEW.status = 'pending'
                 AND NEW.quantity IS NOT NULL;

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 
-from app.core import pets
+from app.core import feed, pets
 from app.core.errors import (
     IdempotencyKeyReused,
     InvalidParameter,
@@ -286,6 +287,13 @@ def test_imported_orders_hold_and_an_import_that_oversells_fails_whole(shop: Sto
     shop.import_orders([{"id": 1, "petId": 1, "quantity": 5, "status": "shipped"}],
                        upsert=True)
     assert stock(shop, 1) == (0, 0, 0, "sold")
+    # An upsert judged as a whole: the order that releases comes after the one that holds.
+    shop.update_pet(1, {"stock": 3})
+    shop.import_orders([{"id": 8, "petId": 1, "quantity": 3}])
+    shop.import_orders([{"id": 9, "petId": 1, "quantity": 3},
+                        {"id": 8, "petId": 1, "quantity": 3, "status": "cancelled"}],
+                       upsert=True)
+    assert stock(shop, 1) == (3, 3, 0, "pending")
     true(shop)
 
 
@@ -370,3 +378,67 @@ def test_the_migration_counts_what_orders_already_held(place: Place) -> None:
         true(store)
     finally:
         store.dispose()
+
+
+def test_a_pet_s_change_puts_nothing_in_the_feed_of_orders(shop: Store) -> None:
+    """A pet's change raises the revision (answers kept about pets refresh) but changes no
+    order: the feed and the webhooks' reads find nothing new, and the cursor stays good."""
+    first = feed.changes(shop)
+    shop.update_pet(1, {"name": "Rex II"})
+    shop.adjust_stock(1, 2, 1, "k", "fp", NOW)
+    shop.withdraw_pet(2)
+    shop.import_pets([{"id": 3, "name": "Kit", "stock": 1}])
+    later = feed.changes(shop, first.next)
+    assert later.orders == [] and later.next == first.next
+    assert later.revision > first.revision
+    assert shop.order_changes_after((-1, 0), 10) == []
+    order_id = order_for(shop, 3, 1, "a")  # an order's change is there, once
+    changed = feed.changes(shop, first.next)
+    assert [orjson.loads(text)["id"] for text in changed.orders] == [order_id]
+
+
+def test_the_list_filters_on_every_store(store: Store) -> None:
+    store.import_pets([
+        {"id": 1, "name": "Rex", "category": "dogs", "tags": ["big", "brown"], "stock": 1},
+        {"id": 2, "name": "Tom", "category": "cats", "tags": ["small"]},
+        {"id": 3, "name": "Kit", "category": "cats", "tags": ["small", "brown"], "stock": 0},
+        {"id": 4, "name": "Old", "tags": ["big"]},
+    ])
+    store.withdraw_pet(4)
+
+    def listed(after: int | None = None, limit: int = 10, **given: Any) -> list[int]:
+        return [pet_id for _, pet_id in store.page_pets(pets.pet_query(**given), after, limit)]
+
+    assert listed() == [1, 2, 3]
+    assert listed(after=1, limit=1) == [2]
+    assert listed(status=["withdrawn", "sold"]) == [3, 4]
+    assert listed(tag=["brown"]) == [1, 3]
+    assert listed(tag=["big", "small"]) == [1, 2, 3]
+    assert listed(tag=["big"], status=["withdrawn"]) == [4]
+    assert listed(category="cats", tag=["brown"]) == [3]
+    order_for(store, 1, 1, "a")
+    assert listed(status=["pending"]) == [1]
+    assert [orjson.loads(text) for text, _ in store.page_pets(
+        pets.pet_query(category="dogs"), None, 10)] == [pet(store, 1)]
+
+
+def test_statements_of_many_orders_keep_every_reservation(shop: Store, place: Place) -> None:
+    first, *_ = [order_for(shop, 1, 1, key) for key in "abc"]
+    for key in "de":
+        order_for(shop, 2, 2, key)
+    place.sql(f"UPDATE orders SET status = 'shipped' WHERE pet_id = 1 AND id <> {first}")
+    assert stock(shop, 1) == (3, 1, 2, "available")
+    place.sql("UPDATE orders SET status = 'cancelled' WHERE status = 'pending'")
+    assert stock(shop, 1) == (3, 0, 3, "available") and stock(shop, 2)[1] == 0
+    place.sql("UPDATE orders SET status = 'pending' WHERE status = 'cancelled'")
+    assert stock(shop, 1) == (3, 1, 2, "available") and stock(shop, 2)[1] == 4
+    # Pet 1 would hold pet 2's 4 units, more than its 3: the whole statement is refused.
+    with pytest.raises(Exception, match="pets_stock_covers_reserved"):
+        place.sql("UPDATE orders SET pet_id = CASE pet_id WHEN 1 THEN 2 ELSE 1 END "
+                  "WHERE status = 'pending'")
+    assert stock(shop, 1) == (3, 1, 2, "available") and stock(shop, 2)[1] == 4
+    place.sql("UPDATE orders SET quantity = quantity + 1 WHERE status = 'pending'")
+    assert stock(shop, 1) == (3, 2, 1, "available") and stock(shop, 2)[1] == 6
+    place.sql("DELETE FROM orders WHERE status = 'pending'")
+    assert stock(shop, 1) == (3, 0, 3, "available") and stock(shop, 2)[1] == 0
+    true(shop)

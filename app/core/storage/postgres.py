@@ -40,6 +40,7 @@ from app.core.errors import (
     StoreUnavailable,
 )
 from app.core.storage import pg_dump
+from app.core.storage.console_statements import ConsoleStatements
 from app.core.storage.group_commit import GroupCommit, Write
 from app.core.storage.postgres_schema import MIGRATIONS, SCHEMA_VERSION
 from app.core.storage.postgres_writes import (
@@ -131,7 +132,7 @@ INSERT_INCOMING_UPSERT = (
     "FROM incoming_orders ORDER BY id, position DESC "
     "ON CONFLICT (id) DO UPDATE SET pet_id = excluded.pet_id, quantity = excluded.quantity, "
     "ship_date = excluded.ship_date, complete = excluded.complete, status = excluded.status, "
-    "cancelled_at = NULL, cancelled_by = NULL"
+    "cancelled_at = NULL, cancelled_by = NULL, cancelled_by_user = NULL"
 )
 # A pet without an id gets the largest id plus one, as SQLite numbers rows.
 NEXT_PET_ID = "coalesce(%s, (SELECT coalesce(max(id), 0) + 1 FROM pets))"
@@ -145,7 +146,7 @@ def connection_parameters(url: str) -> dict[str, Any]:
     return params
 
 
-class PostgresStore(SqlStore, WebhookStatements):
+class PostgresStore(SqlStore, WebhookStatements, ConsoleStatements):
     """Orders and API keys in one PostgreSQL database, shared by every host."""
 
     PARAM = "%s"

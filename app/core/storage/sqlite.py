@@ -26,6 +26,7 @@ from app.core.errors import (
     PetNotInCatalogue,
     StoreUnavailable,
 )
+from app.core.storage.console_statements import CONSOLE_SCHEMA, ConsoleStatements
 from app.core.storage.group_commit import GroupCommit, Savepoints
 from app.core.storage.records import ApiKey, Changes, Placed, Transition
 from app.core.storage.statements import (
@@ -183,6 +184,15 @@ def _add_webhooks_v9(db: sqlite_utils.Database) -> None:
                "ELSE NEW.last_change END WHERE id = NEW.id; END")
 
 
+# The console's migration (D35). It is number 11 on main, after the stock's 10: a branch
+# without the stock has it as its 10th; whoever merges keeps the two in that order.
+def _add_console_v11(db: sqlite_utils.Database) -> None:
+    """The console (D35): its users, sessions and audit log, and the user who cancelled an
+    order from it."""
+    for statement in CONSOLE_SCHEMA:
+        db.execute(statement.format(id="INTEGER PRIMARY KEY"))
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _create_schema_v1,
     _add_bans_v2,
@@ -193,6 +203,7 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _add_versions_and_idempotency_keys_v7,
     _add_positions_v8,
     _add_webhooks_v9,
+    _add_console_v11,  # 11 once the stock's 10 is merged before it
 )
 
 # The whole list as JSON, built by SQLite: reading rows into Python dicts costs several
@@ -215,7 +226,7 @@ ORDERS_JSON_PAGE = (f"SELECT group_concat({ORDER_JSON}, ','), max(id) FROM "
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-class SQLiteStore(SqlStore, WebhookStatements):
+class SQLiteStore(SqlStore, WebhookStatements, ConsoleStatements):
     """Orders and API keys in one SQLite file."""
 
     PARAM = "?"
@@ -459,7 +470,7 @@ class SQLiteStore(SqlStore, WebhookStatements):
             sql += (" ON CONFLICT (id) DO UPDATE SET pet_id = excluded.pet_id, quantity = "
                     "excluded.quantity, ship_date = excluded.ship_date, complete = "
                     "excluded.complete, status = excluded.status, cancelled_at = NULL, "
-                    "cancelled_by = NULL")
+                    "cancelled_by = NULL, cancelled_by_user = NULL")
         count = 0
         with self._write() as db:
             for order in orders:

@@ -4,6 +4,8 @@ password. A user is not an API key: it signs in to the console at /console/."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import TypeVar
 
 import click
 
@@ -12,6 +14,8 @@ from app.core.errors import PetstoreError
 from app.core.storage.console_statements import ConsoleUser
 from app.core.users import accounts
 
+T = TypeVar("T")
+
 
 @click.group("users")
 def users_group() -> None:
@@ -19,8 +23,12 @@ def users_group() -> None:
     console (/console/) is for the shop's owner and staff; there is no default user."""
 
 
-def _failed(exc: PetstoreError) -> click.ClickException:
-    return click.ClickException(exc.message)
+def _core(rule: Callable[..., T], name: str) -> T:
+    """rule(store, name), its refusal as the command's error message."""
+    try:
+        return rule(current_store(), name)
+    except PetstoreError as exc:
+        raise click.ClickException(exc.message) from None
 
 
 @users_group.command("add")
@@ -29,10 +37,7 @@ def users_add(name: str) -> None:
     """Add a user NAME and print a one-time password, alone, on standard output. It is
     shown only this once (the database keeps an argon2id hash of it) and must be changed
     at the first sign-in."""
-    try:
-        user, one_time = accounts.add(current_store(), name)
-    except PetstoreError as exc:
-        raise _failed(exc) from None
+    user, one_time = _core(accounts.add, name)
     say(f"Added the console user {user.name}. Its one-time password, to be changed at the "
         "first sign-in at /console/, is shown only this once:")
     click.echo(one_time)
@@ -73,10 +78,7 @@ def users_list(as_json: bool) -> None:
 def users_disable(name: str) -> None:
     """Disable a user: it can no longer sign in, and its sessions end at once, on every
     worker and host."""
-    try:
-        user = accounts.disable(current_store(), name)
-    except PetstoreError as exc:
-        raise _failed(exc) from None
+    user = _core(accounts.disable, name)
     say(f"The console user {user.name} is disabled since {user.disabled_at}.")
 
 
@@ -84,11 +86,7 @@ def users_disable(name: str) -> None:
 @click.argument("name")
 def users_enable(name: str) -> None:
     """Let a disabled user sign in again."""
-    try:
-        user = accounts.enable(current_store(), name)
-    except PetstoreError as exc:
-        raise _failed(exc) from None
-    say(f"The console user {user.name} may sign in again.")
+    say(f"The console user {_core(accounts.enable, name).name} may sign in again.")
 
 
 @users_group.command("reset-password")
@@ -97,9 +95,6 @@ def users_reset_password(name: str) -> None:
     """Give a user a new one-time password, printed alone on standard output, to be
     changed at the next sign-in; the user's sessions end at once. Its second factor, if
     any, stays."""
-    try:
-        one_time = accounts.reset_password(current_store(), name)
-    except PetstoreError as exc:
-        raise _failed(exc) from None
+    one_time = _core(accounts.reset_password, name)
     say(f"The console user {name} has a new one-time password, shown only this once:")
     click.echo(one_time)

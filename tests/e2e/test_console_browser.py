@@ -15,10 +15,6 @@ import http.client
 import json
 import os
 import re
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +24,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as shown
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.support import Server, serving
+from tests.support import Server, page_elsewhere, serving
 
 pytestmark = pytest.mark.slow
 
@@ -87,32 +83,6 @@ def _console_request(server: Server, method: str, path: str, cookie: str,
         return response.status, {k.lower(): v for k, v in response.getheaders()}
     finally:
         conn.close()
-
-
-@contextmanager
-def other_site(page: bytes) -> Iterator[str]:
-    """A page served from another origin (a free port of 127.0.0.1 of its own)."""
-
-    class Page(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(page)))
-            self.end_headers()
-            self.wfile.write(page)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://localhost:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 # The sixth sign-in, sent by the sign-in page itself, to read the answer's status and
@@ -226,8 +196,8 @@ def test_an_owner_signs_in_works_the_board_and_signs_out(browser: Any, tmp_path:
         forged = (f'<!doctype html><form method="post" action="{console}orders/2/cancel">'
                   '<input name="token" value="guessed"><input name="version" value="1">'
                   '<button type="submit">Win a prize</button></form>').encode()
-        with other_site(forged) as site:
-            browser.get(site)
+        with page_elsewhere(forged) as port:  # localhost: another site than 127.0.0.1
+            browser.get(f"http://localhost:{port}/")
             _submit(browser)
             assert "did not come from this console" in browser.page_source
         _screenshot(browser, "refused-cross-site")

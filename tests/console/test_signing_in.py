@@ -202,3 +202,36 @@ def test_a_required_second_factor_is_enrolled_before_the_console_opens(
         assert visitor.get("/console/orders").headers["location"] == (
             "/console/account/second-factor")
         _assert_page(visitor.follow(signed), 200, "asks every user")
+
+
+def test_over_https_the_cookies_are_secure_and_host_only(app: object, owner: str) -> None:
+    """Over HTTPS (directly, or through a proxy PETSTORE_FORWARDED_ALLOW_IPS trusts, which
+    is how the request's scheme is taken), the cookies are Secure with the __Host- prefix,
+    and the browser is told to keep to HTTPS."""
+    with app.test_client(base_url="https://testserver") as client:  # type: ignore[attr-defined]
+        visitor = Visitor(client)
+        form = visitor.get("/console/sign-in")
+        assert form.headers["strict-transport-security"] == "max-age=31536000"
+        assert form.headers["set-cookie"].startswith("__Host-petstore-console-form=")
+        signed = visitor.post("/console/sign-in", {"name": owner, "password": GOOD},
+                              headers={"Origin": "https://testserver"})
+        cookie = signed.headers["set-cookie"]
+        assert cookie.startswith("__Host-petstore-console=")
+        for part in ("Secure", "HttpOnly", "Path=/", "SameSite=Strict"):
+            assert part in cookie
+        assert "Domain" not in cookie
+        # The plain-HTTP origin is another origin: its form is refused.
+        refused = visitor.post("/console/sign-out", headers={"Origin": ORIGIN})
+        assert refused.status_code == 403
+
+
+def test_the_audit_log_shows_who_did_what_from_where(signed_in: Visitor, store: Store) -> None:
+    signed_in.get("/console/orders")
+    signed_in.post("/console/orders/1/cancel", {"version": str(store.order_version(1))})
+    accounts.record(store, None, "10.0.0.7", "sign-in failed", "<script>x</script>")
+    page = signed_in.get("/console/audit").text
+    rows = re.findall(r"<tr><td>[^<]+</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td>"
+                      r"<td>([^<]*)</td></tr>", page)
+    assert rows[:3] == [("-", "10.0.0.7", "sign-in failed", "&lt;script&gt;x&lt;/script&gt;"),
+                        ("owner", "testclient", "cancel", "order 1"),
+                        ("owner", "testclient", "signed in (password)", "")]

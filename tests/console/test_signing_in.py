@@ -221,8 +221,14 @@ def test_over_https_the_cookies_are_secure_and_host_only(app: object, owner: str
             assert part in cookie
         assert "Domain" not in cookie
         # The plain-HTTP origin is another origin: its form is refused.
-        refused = visitor.post("/console/sign-out", headers={"Origin": ORIGIN})
-        assert refused.status_code == 403
+        for headers in ({"Origin": ORIGIN, "Sec-Fetch-Site": "same-site"},
+                        {"Origin": ORIGIN, "Sec-Fetch-Site": ""}):
+            refused = visitor.post("/console/sign-out", headers=headers)
+            assert refused.status_code == 403
+        client.headers.pop("Sec-Fetch-Site", None)
+        plain = client.post("/console/sign-out", data={"token": visitor.token()},
+                            headers={"Origin": ORIGIN}, follow_redirects=False)
+        assert plain.status_code == 403
 
 
 def test_the_audit_log_shows_who_did_what_from_where(signed_in: Visitor, store: Store) -> None:

@@ -100,17 +100,24 @@ def board_of(args: Any) -> Board:
 
 
 class PetNames:
-    """The names of the pets a page shows, each looked up once."""
+    """The names of the pets some orders name, each looked up once: read (learn) for a
+    page's orders in one query, or one by one as they come (an export's)."""
 
     def __init__(self, found: Store) -> None:
         self.store, self.names = found, dict[int, str | None]()
+
+    def learn(self, orders: list[dict[str, Any]]) -> None:
+        """Look up the pets of these orders at once."""
+        wanted = {o["petId"] for o in orders if "petId" in o} - set(self.names)
+        if wanted:
+            found = self.store.pet_names(sorted(wanted))
+            self.names.update({pet_id: found.get(pet_id) for pet_id in wanted})
 
     def __call__(self, pet_id: int | None) -> str | None:
         if pet_id is None:
             return None
         if pet_id not in self.names:
-            pet = self.store.get_pet(pet_id)
-            self.names[pet_id] = pet["name"] if pet is not None else None
+            self.learn([{"petId": pet_id}])
         return self.names[pet_id]
 
 
@@ -164,12 +171,15 @@ def orders_board() -> Page:
     except InvalidParameter:
         flask.abort(400, description="This page's link is not one the board made, or it "
                                      "was made for other filters; start from the first page.")
+    shown = [orjson.loads(text) for text in page.orders]
     names = PetNames(found)
-    rows = [row_of(orjson.loads(text), version, names)
-            for text, version in zip(page.orders, page.versions, strict=True)]
+    names.learn(shown)
+    rows = [row_of(order, version, names)
+            for order, version in zip(shown, page.versions, strict=True)]
     here = urlencode(board.args() | ({"cursor": cursor} if cursor else {}), doseq=True)
     return render("orders.html", board=board, rows=rows, statuses=ORDER_STATUSES,
                   sorts=SORTS, next=page.next, here=here, first_page=cursor is None,
+                  acting=flask.url_for("console.orders_board"),
                   notice=_notice(), after=feed.latest(found))
 
 

@@ -124,3 +124,10 @@ def test_the_home_pages_figures(store: Store) -> None:
     ])
     assert store.order_summary("2026-11-24T00:00:00Z", "2026-11-25T00:00:00Z") == {
         "pending": 2, "units": 7, "shipped_today": 1}
+
+
+def test_a_pages_pet_names_are_read_at_once(store: Store) -> None:
+    store.import_pets([{"id": n, "name": f"pet {n}"} for n in range(1, 1201)])
+    wanted = [*range(1, 1201, 2), 5000]
+    assert store.pet_names(wanted) == {n: f"pet {n}" for n in range(1, 1201, 2)}
+    assert store.pet_names([]) == {}

@@ -3,6 +3,7 @@ password. A user is not an API key: it signs in to the console at /console/."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import TypeVar
@@ -91,10 +92,13 @@ def users_enable(name: str) -> None:
 
 @users_group.command("reset-password")
 @click.argument("name")
-def users_reset_password(name: str) -> None:
+@click.option("--second-factor", is_flag=True,
+              help="Also remove the user's second factor (an authenticator lost).")
+def users_reset_password(name: str, second_factor: bool) -> None:
     """Give a user a new one-time password, printed alone on standard output, to be
     changed at the next sign-in; the user's sessions end at once. Its second factor, if
-    any, stays."""
-    one_time = _core(accounts.reset_password, name)
+    any, stays, unless --second-factor removes it too."""
+    one_time = _core(functools.partial(accounts.reset_password, second_factor=second_factor),
+                     name)
     say(f"The console user {name} has a new one-time password, shown only this once:")
     click.echo(one_time)

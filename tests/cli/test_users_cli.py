@@ -76,3 +76,8 @@ def test_a_reset_gives_a_new_one_time_password_and_ends_sessions(db: Path) -> No
     second = reset.stdout.strip()
     assert second != first and store.console_session(opened.session.digest) is None
     assert accounts.sign_in(store, "ann", second, None).must_change_password
+    store.update_console_user(ann.id, {"totp_secret": "A" * 32})
+    run(db, "users", "reset-password", "ann")
+    assert store.console_user("ann").totp_secret == "A" * 32  # type: ignore[union-attr]
+    lost = run(db, "users", "reset-password", "ann", "--second-factor")
+    assert lost.exit_code == 0 and store.console_user("ann").totp_secret is None  # type: ignore[union-attr]

@@ -59,15 +59,21 @@ def add(store: Store, name: str) -> tuple[ConsoleUser, str]:
     return made, one_time
 
 
-def reset_password(store: Store, name: str) -> str:
+def reset_password(store: Store, name: str, second_factor: bool = False) -> str:
     """Give the user a new one-time password (to be changed at the next sign-in) and end
-    its sessions; the password."""
+    its sessions; with second_factor, also remove its TOTP secret (an authenticator lost),
+    so that it signs in with the password alone until it sets one up again. The
+    password."""
     found = user(store, name)
     one_time = passwords.one_time_password()
-    store.update_console_user(found.id, {"password_hash": passwords.hash_password(one_time),
-                                         "must_change_password": True})
+    changes: dict[str, object] = {"password_hash": passwords.hash_password(one_time),
+                                  "must_change_password": True}
+    if second_factor:
+        changes.update(totp_secret=None, totp_last_step=None)
+    store.update_console_user(found.id, changes)
     store.end_console_sessions(user_id=found.id)
-    record(store, None, None, "password reset", name)
+    record(store, None, None, "password reset" + (" and second factor removed"
+                                                  if second_factor else ""), name)
     return one_time
 
 

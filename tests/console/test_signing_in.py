@@ -174,6 +174,7 @@ def test_the_second_factor_is_enrolled_then_asked_at_each_sign_in(
     page = signed_in.get("/console/account/second-factor")
     _assert_page(page, 200, "Scan this code")
     assert "<svg" in page.text and "<script" not in page.text
+    assert 'id="otpauth">otpauth://totp/Pet%20Store%20Orders:owner?secret=' in page.text
     secret = re.search(r'name="secret" value="([A-Z2-7]{32})"', page.text).group(1)  # type: ignore[union-attr]
     wrong = signed_in.post("/console/account/second-factor", {"secret": secret,
                                                               "code": "12345"})

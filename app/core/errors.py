@@ -254,3 +254,53 @@ class WebhookEndpointLimitReached(PetstoreError):
     def __init__(self, limit: int) -> None:
         super().__init__(f"This API key has {limit} webhook endpoints already, the most a "
                          "key may have; delete one first.")
+
+
+# the console (D35) -------------------------------------------------------------------------
+# Raised by the console's pages and the CLI's `users`, which say them in their own ways;
+# never by an API request.
+
+
+class DuplicateUser(PetstoreError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"A console user named {name} exists already.")
+        self.name = name
+
+
+class UserNotFound(PetstoreError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"No console user is named {name}.")
+        self.name = name
+
+
+class InvalidUserName(PetstoreError):
+    def __init__(self) -> None:
+        super().__init__("A user's name is 1 to 64 letters, digits, dots, dashes, "
+                         "underscores or @.")
+
+
+class PasswordRefused(PetstoreError):
+    """A new password that D35's rules refuse; the message says which rule."""
+
+
+class SignInFailed(PetstoreError):
+    """A wrong name, password or code: one message for all, so that none tells which."""
+
+    def __init__(self) -> None:
+        super().__init__("That name and password do not match a console user who may sign "
+                         "in.")
+
+
+class WrongCode(PetstoreError):
+    def __init__(self) -> None:
+        super().__init__("That code is not the current one of your authenticator (or it "
+                         "was used already); try the next one.")
+
+
+class SignInThrottled(PetstoreError):
+    """Too many failed sign-ins for the account or the address (D35): wait retry_after
+    seconds."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"Too many failed sign-ins; try again in {retry_after} seconds.")
+        self.retry_after = retry_after

@@ -40,11 +40,13 @@ _CHECK_BYTES = 12
 
 @dataclass(frozen=True)
 class Page:
-    """One page: its orders (each as its JSON text), and the cursor of the next page (None
-    on the last)."""
+    """One page: its orders (each as its JSON text), the cursor of the next page (None on
+    the last), and each order's version (D25), read with it (the console's actions name
+    the version a row showed)."""
 
     orders: list[str]
     next: str | None
+    versions: list[int]
 
 
 def ship_time(text: str, name: str) -> str:
@@ -171,11 +173,24 @@ def page(store: Store, query: OrderQuery, limit: int = LIMIT_DEFAULT,
     # One more than asked: whether there is a next page, without a second query.
     rows = store.page_orders(query, after, limit + 1)
     if len(rows) <= limit:
-        return Page([row[0] for row in rows], None)
-    _, ship_date, order_id = rows[limit - 1]
+        return Page([row[0] for row in rows], None, [int(row[3]) for row in rows])
+    _, ship_date, order_id, _ = rows[limit - 1]
     by_date = query.sort in ("shipDate", "-shipDate")
     last = Position(ship_date if by_date else None, order_id)
-    return Page([row[0] for row in rows[:limit]], encode_cursor(query, last))
+    return Page([row[0] for row in rows[:limit]], encode_cursor(query, last),
+                [int(row[3]) for row in rows[:limit]])
+
+
+def selects(query: OrderQuery, order: dict[str, Any]) -> bool:
+    """Whether the query's filters select this order (as the store's would: D19), for an
+    order read on its own, such as one the feed names."""
+    ship_date = order.get("shipDate")
+    return ((not query.statuses or order["status"] in query.statuses)
+            and (query.pet_id is None or order.get("petId") == query.pet_id)
+            and (query.complete is None or order["complete"] == query.complete)
+            and (query.ship_from is None or (ship_date is not None
+                                             and ship_date >= query.ship_from))
+            and (query.ship_to is None or (ship_date is not None and ship_date < query.ship_to)))
 
 
 def walk(store: Store, query: OrderQuery, page_size: int = LIMIT_MAX) -> Iterator[str]:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from app.core.config import Settings, store_kind
+from app.core.storage.console_statements import ConsoleStore
 from app.core.storage.records import (
     ApiKey,
     Attempted,
@@ -31,8 +32,9 @@ from app.core.storage.records import (
 from app.core.storage.sqlite import SQLiteStore
 
 
-class Store(Protocol):
-    """What the order rules, the API and the CLI need from a database."""
+class Store(ConsoleStore, Protocol):
+    """What the order rules, the API, the CLI and the console need from a database (the
+    console's methods are ConsoleStore's, console_statements.py)."""
 
     local: bool
     """Whether a small read is answered on this machine without a network round trip
@@ -51,9 +53,10 @@ class Store(Protocol):
         ...
 
     def page_orders(self, query: OrderQuery, after: Position | None,
-                    limit: int) -> list[tuple[str, str | None, int]]:
+                    limit: int) -> list[tuple[str, str | None, int, int]]:
         """Up to limit orders the query selects, in its sort, after the position (keyset,
-        never OFFSET), as (the order's JSON, its shipDate, its id) in page order."""
+        never OFFSET), as (the order's JSON, its shipDate, its id, its version) in page
+        order."""
         ...
 
     def revision(self) -> int:
@@ -92,10 +95,10 @@ class Store(Protocol):
         ...
 
     def cancel_order(self, order_id: int, key_id: int | None, now: str,
-                     version: int | None = None) -> Transition:
+                     version: int | None = None, user_id: int | None = None) -> Transition:
         """Cancel the order if it is pending (and at version, when given), in one
-        conditional write, recording when and by which key. Of many concurrent calls,
-        exactly one reports changed."""
+        conditional write, recording when and by which key (or console user, D35). Of many
+        concurrent calls, exactly one reports changed."""
         ...
 
     def ship_order(self, order_id: int, ship_date: str,

@@ -40,6 +40,7 @@ from app.core.errors import (
     StoreUnavailable,
 )
 from app.core.storage import pg_dump
+from app.core.storage.console_statements import ConsoleStatements
 from app.core.storage.group_commit import GroupCommit, Write
 from app.core.storage.postgres_imports import (
     COPY_INCOMING,
@@ -136,7 +137,7 @@ def connection_parameters(url: str) -> dict[str, Any]:
     return params
 
 
-class PostgresStore(SqlStore, StockStatements, WebhookStatements):
+class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStatements):
     """Orders and API keys in one PostgreSQL database, shared by every host."""
 
     PARAM = "%s"

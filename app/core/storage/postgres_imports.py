@@ -31,7 +31,7 @@ INSERT_INCOMING_UPSERT = (
     "FROM incoming_orders ORDER BY id, position DESC "
     "ON CONFLICT (id) DO UPDATE SET pet_id = excluded.pet_id, quantity = excluded.quantity, "
     "ship_date = excluded.ship_date, complete = excluded.complete, status = excluded.status, "
-    "cancelled_at = NULL, cancelled_by = NULL"
+    "cancelled_at = NULL, cancelled_by = NULL, cancelled_by_user = NULL"
 )
 # An import of pets, as one of orders: copied into a table of the transaction's own, then
 # inserted by one statement, so that the statement triggers that count the inventory's

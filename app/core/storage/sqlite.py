@@ -27,6 +27,7 @@ from app.core.errors import (
     PetWithdrawn,
     StoreUnavailable,
 )
+from app.core.storage.console_statements import CONSOLE_SCHEMA, ConsoleStatements
 from app.core.storage.group_commit import GroupCommit, Savepoints
 from app.core.storage.records import ApiKey, Changes, Placed, Transition
 from app.core.storage.sqlite_stock import PET_FOR_PLACING, SQLiteStock, add_stock_v10
@@ -185,6 +186,15 @@ def _add_webhooks_v9(db: sqlite_utils.Database) -> None:
                "ELSE NEW.last_change END WHERE id = NEW.id; END")
 
 
+# The console's migration (D35). It is number 11 on main, after the stock's 10: a branch
+# without the stock has it as its 10th; whoever merges keeps the two in that order.
+def _add_console_v11(db: sqlite_utils.Database) -> None:
+    """The console (D35): its users, sessions and audit log, and the user who cancelled an
+    order from it."""
+    for statement in CONSOLE_SCHEMA:
+        db.execute(statement.format(id="INTEGER PRIMARY KEY"))
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _create_schema_v1,
     _add_bans_v2,
@@ -196,6 +206,7 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _add_positions_v8,
     _add_webhooks_v9,
     add_stock_v10,
+    _add_console_v11,
 )
 
 # The whole list as JSON, built by SQLite: reading rows into Python dicts costs several
@@ -216,7 +227,10 @@ ORDERS_JSON = f"SELECT '[' || coalesce(group_concat({ORDER_JSON}, ','), '') || '
 ORDERS_JSON_PAGE = (f"SELECT group_concat({ORDER_JSON}, ','), max(id) FROM "
                     "(SELECT * FROM orders WHERE id > ? ORDER BY id LIMIT ?)")
 SCHEMA_VERSION = len(MIGRATIONS)
-class SQLiteStore(SQLiteStock, SqlStore, StockStatements, WebhookStatements):
+
+
+class SQLiteStore(SQLiteStock, SqlStore, StockStatements, WebhookStatements,
+                  ConsoleStatements):
     """Orders and API keys in one SQLite file."""
 
     PARAM = "?"
@@ -478,7 +492,7 @@ class SQLiteStore(SQLiteStock, SqlStore, StockStatements, WebhookStatements):
             sql += (" ON CONFLICT (id) DO UPDATE SET pet_id = excluded.pet_id, quantity = "
                     "excluded.quantity, ship_date = excluded.ship_date, complete = "
                     "excluded.complete, status = excluded.status, cancelled_at = NULL, "
-                    "cancelled_by = NULL")
+                    "cancelled_by = NULL, cancelled_by_user = NULL")
         rows = list(orders)
         ids = [order.get("id") for order in rows]
         if upsert and None not in ids and len(set(ids)) == len(ids):

@@ -10,6 +10,11 @@
    without a session goes to the sign-in page, one who still owes a new password, a code
    or a second factor goes to that page.
 
+The token is the session's own, kept with it in the database, rather than Flask-WTF's
+CSRFProtect: that keeps its token in Flask's signed-cookie session, which the console does
+not use (a signed cookie outlives its sign-out), and is checked app-wide unless told not
+to, beside Connexion's handlers; the check here is the blueprint's alone.
+
 Cookies: HttpOnly and SameSite=Strict; over HTTPS (directly, or through a proxy the
 settings trust, which is how the request's scheme is taken) Secure, with the __Host-
 prefix, so that no other site or subdomain can set them.

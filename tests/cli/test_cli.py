@@ -55,6 +55,7 @@ def test_init_demo_adds_orders_in_every_status_and_prints_a_working_key(db: Path
     store = open_store(Settings(database=str(db)))
     key = store.find_key(keys.digest(secret))
     assert key is not None and key.plan == "free"
+    assert "/console/ once a user is made: petstore users add NAME" in result.stderr
 
 
 def test_init_demo_twice_adds_nothing_and_says_how_to_make_a_key(db: Path) -> None:

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 LOCK := requirements.lock
 
-.PHONY: run test lint docs contract-check changelog lock bench bench-large clean
+.PHONY: run test lint docs screenshots contract-check changelog lock bench bench-large clean
 
 # Exactly the versions CI passed on (requirements.lock), then the service itself on top.
 $(STAMP): pyproject.toml $(LOCK)
@@ -82,6 +82,12 @@ changelog: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
+## screenshots: take the console's pictures of docs/console.md again, with the browser tests
+## (headless Chromium: apt-get install chromium chromium-driver)
+screenshots: $(STAMP)
+	PETSTORE_CONSOLE_SCREENSHOTS=docs/images/console PETSTORE_TEST_REQUIRE_SERVICES=1 \
+		$(BIN)/python -m pytest -q tests/e2e/test_console_browser.py
+
 $(SPECTRAL): tools/spectral/package.json tools/spectral/package-lock.json
 	cd tools/spectral && npm ci --no-audit --no-fund --loglevel=error
 	@touch $(SPECTRAL)
@@ -103,9 +109,11 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.feed
 	$(BIN)/python -m bench.positions
 	$(BIN)/python -m bench.webhooks
+	$(BIN)/python -m bench.stock
 	$(BIN)/python -m bench.guessing
 	$(BIN)/python -m bench.soak
 	$(BIN)/python -m bench.contract
+	$(BIN)/python -m bench.console
 
 ## bench-large: peak memory and download time of lists of 10,000 and 1,000,000 orders
 bench-large: $(STAMP)

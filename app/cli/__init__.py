@@ -1,5 +1,5 @@
-"""The `petstore` command: set up the database, manage API keys, orders and pets, serve
-the API.
+"""The `petstore` command: set up the database, manage API keys, orders, pets and the
+console's users, serve the API.
 
 One module per command group (D31), put together here with `add_command`; what
 they share is in `_shared`. Everything a person reads goes to standard error; standard
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from app.cli import contract, keys, orders, pets, service, webhooks
+from app.cli import contract, keys, orders, pets, service, users, webhooks
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -32,3 +32,4 @@ main.add_command(orders.orders_group)
 main.add_command(pets.pets_group)
 main.add_command(contract.contract_group)
 main.add_command(webhooks.webhooks_group)
+main.add_command(users.users_group)

@@ -26,6 +26,7 @@ from app.core.errors import (
     OrderNotFound,
     PetstoreError,
     ResyncRequired,
+    StockShortfall,
 )
 from app.core.storage import Store
 from app.core.storage.records import Transition
@@ -49,8 +50,9 @@ def orders_import(file: IO[str], fmt: str | None, upsert: bool) -> None:
 
     Rows use the API's field names: id (optional), petId, quantity, shipDate (ISO 8601
     with a time-zone offset), complete, status (pending, shipped or cancelled; pending
-    by default). Every row is checked first: one bad row, or an id that exists already
-    (without --upsert), aborts the import and nothing is written.
+    by default). Every row is checked first: one bad row, an id that exists already
+    (without --upsert), or pending orders holding more units of a pet than its stock has,
+    aborts the import and nothing is written.
     """
     name, fmt = import_source(file, fmt)
     valid: list[dict[str, Any]] = []
@@ -76,6 +78,8 @@ def orders_import(file: IO[str], fmt: str | None, upsert: bool) -> None:
             f"{seen.get(exc.order_id, name)}: {exc.message} Nothing was imported; "
             "use --upsert to replace existing orders."
         ) from None
+    except StockShortfall as exc:  # D33: an import that would oversell fails whole
+        raise ImportFailed(f"{name}: {exc.message}") from None
     say(f"Imported {count:,} orders.")
 
 

@@ -55,6 +55,8 @@ def init(demo: bool) -> None:
     say("The key is shown this once; keep it:")
     click.echo(secret)
     say(f"Try: curl -H 'Authorization: Bearer {secret}' http://{settings.bind}/v1/store/orders")
+    say(f"The shop's console is at http://{settings.bind}/console/ once a user is made: "
+        "petstore users add NAME")
 
 
 

@@ -286,6 +286,39 @@ SETTINGS: tuple[Setting, ...] = (
         _networks,
     ),
     Setting(
+        "CONSOLE_ALLOW",
+        "127.0.0.1,::1",
+        "Addresses or networks (comma-separated, or *) that the owner's console (/console/) "
+        "answers; others get 403. Reach it from elsewhere through a proxy with TLS (see "
+        "The console).",
+        _networks,
+    ),
+    Setting(
+        "CONSOLE_IDLE_TIMEOUT",
+        "1800",
+        "Seconds a console session may go unused before it ends.",
+        _positive_int,
+    ),
+    Setting(
+        "CONSOLE_ABSOLUTE_TIMEOUT",
+        "43200",
+        "Seconds after signing in that a console session ends, however busy.",
+        _positive_int,
+    ),
+    Setting(
+        "CONSOLE_REQUIRE_TOTP",
+        "false",
+        "Every console user must enrol a second factor (an authenticator's codes, TOTP) "
+        "before the console opens.",
+        _boolean,
+    ),
+    Setting(
+        "CONSOLE_AUDIT_DAYS",
+        "90",
+        "Days the console's audit log keeps each sign-in, failed sign-in and action.",
+        _positive_int,
+    ),
+    Setting(
         "RATELIMIT_ENABLED",
         "true",
         "Count requests against per-plan quotas; false turns quotas and their headers off.",
@@ -431,6 +464,11 @@ class Settings:
     cors_origins: str = _default("CORS_ORIGINS")
     metrics_enabled: bool = _default("METRICS_ENABLED")
     metrics_allow: str = _default("METRICS_ALLOW")
+    console_allow: str = _default("CONSOLE_ALLOW")
+    console_idle_timeout: int = _default("CONSOLE_IDLE_TIMEOUT")
+    console_absolute_timeout: int = _default("CONSOLE_ABSOLUTE_TIMEOUT")
+    console_require_totp: bool = _default("CONSOLE_REQUIRE_TOTP")
+    console_audit_days: int = _default("CONSOLE_AUDIT_DAYS")
     ratelimit_enabled: bool = _default("RATELIMIT_ENABLED")
     ratelimit_storage: str = _default("RATELIMIT_STORAGE")
     anonymous_plan: str = _default("ANONYMOUS_PLAN")

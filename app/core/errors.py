@@ -49,21 +49,26 @@ class OrderNotShipped(PetstoreError):
 
 
 class PreconditionFailed(PetstoreError):
-    """If-Match named another version of the order than its current one (D25)."""
+    """If-Match named another version of the order (or, with thing="Pet", of the pet) than
+    its current one (D25, D32). order_id is the id of whichever it is."""
 
-    def __init__(self, order_id: int, version: int) -> None:
-        super().__init__(f"Order {order_id} has changed since that version was read: its "
+    def __init__(self, order_id: int, version: int, thing: str = "Order") -> None:
+        super().__init__(f"{thing} {order_id} has changed since that version was read: its "
                          "current ETag is in the ETag header. Read it again, then retry.")
         self.order_id = order_id
         self.version = version
 
 
 class IdempotencyKeyReused(PetstoreError):
+    """An Idempotency-Key that came before with another request: another body, or another
+    operation (a key that placed an order cannot add a pet, D23, D32)."""
+
     param = "Idempotency-Key"
 
-    def __init__(self) -> None:
-        super().__init__("This Idempotency-Key was used before with another request body; "
-                         "use a new key for a new order.")
+    def __init__(self, what: str = "order") -> None:
+        body = "request body" if what == "order" else "request"
+        super().__init__(f"This Idempotency-Key was used before with another {body}; use a "
+                         f"new key for a new {what}.")
 
 
 class IdempotencyKeyInUse(PetstoreError):
@@ -88,6 +93,89 @@ class DuplicatePet(PetstoreError):
     def __init__(self, pet_id: int) -> None:
         super().__init__(f"A pet with the id {pet_id} exists already.")
         self.pet_id = pet_id
+
+
+class OutOfStock(PetstoreError):
+    """A placing asks for more units of a tracked pet than are available (D33): nothing is
+    stored and the idempotency key is not kept."""
+
+    param = "quantity"
+
+    def __init__(self, pet_id: int, requested: int, available: int) -> None:
+        if available > 0:
+            super().__init__(f"Only {available} {_units(available)} of pet {pet_id} "
+                             f"{_are(available)} available, fewer than the {requested} "
+                             f"asked for; order at most {available}.")
+        else:
+            super().__init__(f"No units of pet {pet_id} are available now; {requested} "
+                             f"were asked for.")
+        self.pet_id = pet_id
+        self.requested = requested
+        self.available = available
+
+
+class PetWithdrawn(PetstoreError):
+    """A placing names a pet withdrawn from the catalogue, which takes no new order (D32)."""
+
+    param = "petId"
+
+    def __init__(self, pet_id: int) -> None:
+        super().__init__(f"Pet {pet_id} has been withdrawn from the catalogue and takes no "
+                         "new order.")
+        self.pet_id = pet_id
+
+
+class StockNotTracked(PetstoreError):
+    """An adjustment of the stock of a pet whose stock is not tracked (D32): set one with
+    an update first."""
+
+    def __init__(self, pet_id: int) -> None:
+        super().__init__(f"The stock of pet {pet_id} is not tracked, so it cannot be "
+                         "adjusted; set its stock first.")
+        self.pet_id = pet_id
+
+
+class StockBelowReserved(PetstoreError):
+    """A stock set, or adjusted, below the units pending orders hold (or below 0, D32).
+    param is the field at fault: stock for an update, delta for an adjustment."""
+
+    def __init__(self, pet_id: int, stock: int, reserved: int, param: str = "stock") -> None:
+        if stock < 0:
+            text = f"The stock of pet {pet_id} cannot go below 0 (it would be {stock})."
+        else:
+            text = (f"Pending orders hold {reserved} {_units(reserved)} of pet {pet_id}, so "
+                    f"its stock cannot be {stock}; it must be at least {reserved}.")
+        super().__init__(text)
+        self.pet_id = pet_id
+        self.stock = stock
+        self.reserved = reserved
+        self.param = param
+
+
+class StockShortfall(PetstoreError):
+    """An import whose pending orders would hold more units of a tracked pet than its stock
+    has (D33): nothing is imported. shortfall is how many units are missing; 0 when the
+    import as a whole fits but a row holds the units before a later row releases them."""
+
+    def __init__(self, pet_id: int, shortfall: int) -> None:
+        if shortfall > 0:
+            text = (f"The pending orders would hold {shortfall} {_units(shortfall)} of pet "
+                    f"{pet_id} more than its stock has; nothing was imported.")
+        else:
+            text = (f"A row holds units of pet {pet_id} before a later row releases them, "
+                    "and the stock does not cover both at once; put the rows that release "
+                    "units first. Nothing was imported.")
+        super().__init__(text)
+        self.pet_id = pet_id
+        self.shortfall = shortfall
+
+
+def _units(count: int) -> str:
+    return "unit" if count == 1 else "units"
+
+
+def _are(count: int) -> str:
+    return "is" if count == 1 else "are"
 
 
 class DuplicateKey(PetstoreError):
@@ -166,3 +254,53 @@ class WebhookEndpointLimitReached(PetstoreError):
     def __init__(self, limit: int) -> None:
         super().__init__(f"This API key has {limit} webhook endpoints already, the most a "
                          "key may have; delete one first.")
+
+
+# the console (D35) -------------------------------------------------------------------------
+# Raised by the console's pages and the CLI's `users`, which say them in their own ways;
+# never by an API request.
+
+
+class DuplicateUser(PetstoreError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"A console user named {name} exists already.")
+        self.name = name
+
+
+class UserNotFound(PetstoreError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"No console user is named {name}.")
+        self.name = name
+
+
+class InvalidUserName(PetstoreError):
+    def __init__(self) -> None:
+        super().__init__("A user's name is 1 to 64 letters, digits, dots, dashes, "
+                         "underscores or @.")
+
+
+class PasswordRefused(PetstoreError):
+    """A new password that D35's rules refuse; the message says which rule."""
+
+
+class SignInFailed(PetstoreError):
+    """A wrong name, password or code: one message for all, so that none tells which."""
+
+    def __init__(self) -> None:
+        super().__init__("That name and password do not match a console user who may sign "
+                         "in.")
+
+
+class WrongCode(PetstoreError):
+    def __init__(self) -> None:
+        super().__init__("That code is not the current one of your authenticator (or it "
+                         "was used already); try the next one.")
+
+
+class SignInThrottled(PetstoreError):
+    """Too many failed sign-ins for the account or the address (D35): wait retry_after
+    seconds."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"Too many failed sign-ins; try again in {retry_after} seconds.")
+        self.retry_after = retry_after

@@ -92,3 +92,10 @@ def changes(store: Store, after: str | None = None, limit: int = LIMIT_DEFAULT) 
         # are all at position 0).
         following = after or cursor(read, -1, 0)
     return Feed([row[0] for row in read.rows], following, read.revision)
+
+
+def latest(store: Store) -> str:
+    """A cursor after every change made so far: following it gives only later changes (the
+    console's board starts there, D35)."""
+    read = store.order_changes(None, 1)
+    return cursor(read, read.revision, 2**63 - 1)

@@ -90,13 +90,15 @@ def _found(result: Transition, order_id: int, version: int | None) -> Transition
 
 
 def cancel(store: Store, order_id: int, key_id: int | None,
-           version: int | None = None) -> Transition:
-    """Cancel a pending order; an already-cancelled one is left as it is.
+           version: int | None = None, user_id: int | None = None) -> Transition:
+    """Cancel a pending order; an already-cancelled one is left as it is. The order
+    records who cancelled it: the API's key, or the console's user (D2, D35).
 
     Raises OrderNotFound for an unknown id, OrderAlreadyShipped for a shipped order, and
     PreconditionFailed when a version is named and the order is at another.
     """
-    result = _found(store.cancel_order(order_id, key_id, utc_now(), version), order_id, version)
+    result = _found(store.cancel_order(order_id, key_id, utc_now(), version, user_id),
+                    order_id, version)
     if result.status == "shipped":
         raise OrderAlreadyShipped(order_id)
     return result

@@ -40,11 +40,13 @@ _CHECK_BYTES = 12
 
 @dataclass(frozen=True)
 class Page:
-    """One page: its orders (each as its JSON text), and the cursor of the next page (None
-    on the last)."""
+    """One page: its orders (each as its JSON text), the cursor of the next page (None on
+    the last), and each order's version (D25), read with it (the console's actions name
+    the version a row showed)."""
 
     orders: list[str]
     next: str | None
+    versions: list[int]
 
 
 def ship_time(text: str, name: str) -> str:
@@ -86,9 +88,13 @@ def order_query(*, status: Iterable[str] | None = None, pet_id: int | None = Non
 
 def fingerprint(query: OrderQuery) -> str:
     """A short digest of the filters and sort: what a cursor is bound to."""
-    canonical = orjson.dumps([query.statuses, query.pet_id, query.complete, query.ship_from,
-                              query.ship_to, query.sort])
-    return hashlib.blake2b(canonical, digest_size=8).hexdigest()
+    return fingerprint_of([query.statuses, query.pet_id, query.complete, query.ship_from,
+                           query.ship_to, query.sort])
+
+
+def fingerprint_of(values: list[Any]) -> str:
+    """A short digest of a list's filters (JSON values), for its cursors to be bound to."""
+    return hashlib.blake2b(orjson.dumps(values), digest_size=8).hexdigest()
 
 
 def _check(payload: bytes) -> bytes:
@@ -119,40 +125,72 @@ def unseal(cursor: str, edited: Exception) -> list[Any]:
     return values
 
 
+def bound_cursor(made_for: str, *position: Any) -> str:
+    """The opaque cursor of a page that starts after a position, bound to the filters
+    (made_for: their fingerprint) it was made with. Every list's cursors are these (the
+    orders' here, the pets' in app.core.pets)."""
+    return seal([CURSOR_VERSION, made_for, *position])
+
+
+def unbind_cursor(cursor: str, made_for: str, size: int, other_query: str) -> list[Any]:
+    """The size values of the position a bound_cursor carries, if it is intact and was
+    made for these filters: else InvalidParameter naming cursor, cursor_edited, or the
+    rule other_query (which says what the filters of that list are)."""
+    edited = InvalidParameter("cursor", "cursor_edited")
+    values = unseal(cursor, edited)
+    if len(values) != 2 + size or values[0] != CURSOR_VERSION:
+        raise edited
+    if values[1] != made_for:
+        raise InvalidParameter("cursor", other_query)
+    return values[2:]
+
+
 def encode_cursor(query: OrderQuery, after: Position) -> str:
     """The opaque, URL-safe cursor of the page that starts after this position."""
-    return seal([CURSOR_VERSION, fingerprint(query), after.ship_date, after.id])
+    return bound_cursor(fingerprint(query), after.ship_date, after.id)
 
 
 def decode_cursor(cursor: str, query: OrderQuery) -> Position:
     """The position a cursor names, if it is intact and was made for this query."""
-    edited = InvalidParameter("cursor", "cursor_edited")
-    try:
-        version, made_for, ship_date, order_id = unseal(cursor, edited)
-    except ValueError:
-        raise edited from None
-    if version != CURSOR_VERSION or not isinstance(order_id, int):
-        raise edited
-    if made_for != fingerprint(query):
-        raise InvalidParameter("cursor", "cursor_other_query")
+    ship_date, order_id = unbind_cursor(cursor, fingerprint(query), 2, "cursor_other_query")
+    if not isinstance(order_id, int) or isinstance(order_id, bool):
+        raise InvalidParameter("cursor", "cursor_edited")
     return Position(ship_date, order_id)
+
+
+def check_limit(limit: int) -> None:
+    """A page's limit: 1 to LIMIT_MAX, else InvalidParameter naming limit."""
+    if not 1 <= limit <= LIMIT_MAX:
+        raise InvalidParameter("limit", "type",
+                               {"type": "integer", "minimum": 1, "maximum": LIMIT_MAX})
 
 
 def page(store: Store, query: OrderQuery, limit: int = LIMIT_DEFAULT,
          cursor: str | None = None) -> Page:
     """One page of the orders the query selects, in its sort, after the cursor's position."""
-    if not 1 <= limit <= LIMIT_MAX:
-        raise InvalidParameter("limit", "type",
-                               {"type": "integer", "minimum": 1, "maximum": LIMIT_MAX})
+    check_limit(limit)
     after = decode_cursor(cursor, query) if cursor else None
     # One more than asked: whether there is a next page, without a second query.
     rows = store.page_orders(query, after, limit + 1)
     if len(rows) <= limit:
-        return Page([row[0] for row in rows], None)
-    _, ship_date, order_id = rows[limit - 1]
+        return Page([row[0] for row in rows], None, [int(row[3]) for row in rows])
+    _, ship_date, order_id, _ = rows[limit - 1]
     by_date = query.sort in ("shipDate", "-shipDate")
     last = Position(ship_date if by_date else None, order_id)
-    return Page([row[0] for row in rows[:limit]], encode_cursor(query, last))
+    return Page([row[0] for row in rows[:limit]], encode_cursor(query, last),
+                [int(row[3]) for row in rows[:limit]])
+
+
+def selects(query: OrderQuery, order: dict[str, Any]) -> bool:
+    """Whether the query's filters select this order (as the store's would: D19), for an
+    order read on its own, such as one the feed names."""
+    ship_date = order.get("shipDate")
+    return ((not query.statuses or order["status"] in query.statuses)
+            and (query.pet_id is None or order.get("petId") == query.pet_id)
+            and (query.complete is None or order["complete"] == query.complete)
+            and (query.ship_from is None or (ship_date is not None
+                                             and ship_date >= query.ship_from))
+            and (query.ship_to is None or (ship_date is not None and ship_date < query.ship_to)))
 
 
 def walk(store: Store, query: OrderQuery, page_size: int = LIMIT_MAX) -> Iterator[str]:

@@ -139,6 +139,17 @@ RULES: dict[str, Callable[[Facts], str]] = {
     "cursor_other_query": lambda f: "belongs to other filters or another sort: send it with "
                                     "the same status, petId, complete, shipDateFrom, "
                                     "shipDateTo and sort as the page it came from.",
+    "cursor_other_pet_query": lambda f: "belongs to other filters: send it with the same "
+                                        "status, tag and category as the page it came "
+                                        "from.",
+    "stock_max": lambda f: f"would take the stock past {f['maximum']:,} units, the most a "
+                           "pet may have.",
+    "nonzero": lambda f: "must not be 0: a receipt of goods is a positive number of units, "
+                         "a write-off a negative one.",
+    "tag_length": lambda f: f"may list only tags of 1 to {f['maxLength']} characters.",
+    "photo_url": lambda f: f"may list only http:// or https:// URLs with a host, of at most "
+                           f"{f['maxLength']} characters and without spaces.",
+    "null_name": lambda f: "cannot be removed: a pet always has a name.",
     "unknown_pet": lambda f: f"names no pet of this shop's catalogue (there is no pet "
                              f"{f['petId']}); order one of the pets GET /v1/pets lists.",
     # a webhook endpoint's URL (D28)

@@ -16,6 +16,7 @@ from connexion import FlaskApp
 from connexion.options import SwaggerUIOptions
 from connexion.utils import get_function_from_name
 
+from app.console.pages import register as register_console
 from app.core.config import Settings
 from app.core.logs import configure_logging
 from app.core.quotas.plans import anonymous_plan, load_plans
@@ -80,6 +81,10 @@ def create_app(settings: Settings | None = None, *,
         found: Services = app.app.extensions[SERVICES]
         return found
 
+    def pages() -> Any:
+        """The console's pages (D35): the Flask app's, through a bridge of their own."""
+        return console_pages
+
     parts = chain.Parts(
         settings=settings, services=services, running=running, threads=threads, watch=watch,
         answers=Answers(settings.page_cache_bytes),
@@ -88,7 +93,7 @@ def create_app(settings: Settings | None = None, *,
               if (found := keeping_of(handler)) is not None},
         retired=retirements({operation.id: operation.definition
                              for operation in operations()}),
-        plans=plans, documents=DOCUMENT_PATHS)
+        plans=plans, documents=DOCUMENT_PATHS, pages=pages)
     app = FlaskApp(
         __name__,
         specification_dir=OPENAPI_DIR,
@@ -100,6 +105,10 @@ def create_app(settings: Settings | None = None, *,
     internals.strict_flask_routes(app)
     internals.install_bridge(app, functools.partial(WSGIBridge, threads=threads))
     app.app.extensions[SERVICES] = services
+    # The console's blueprint in the same Flask app; the console layer hands it its
+    # requests past the API's layers (app/web/console.py).
+    register_console(app.app, services)
+    console_pages = WSGIBridge(app.app.wsgi_app, threads=threads)
     for api in APIS:
         if api is OPS:
             # D16: the operations endpoints sit outside the contracts, at the server's root.

@@ -9,7 +9,8 @@ have them (after). build() refuses a chain whose order breaks one of these, nami
 What one layer hands the next is the request's Exchange (exchange.py), not loose scope
 keys. The settings only leave a layer out (CORS without origins, gzip at level 0, quotas
 off); they never change which layer answers a request. An answer comes from one of four
-places, whatever the settings:
+places, whatever the settings (and the console's pages, D35, leave the chain for their own
+blueprint after the access layer: console.py):
 
 - kept reads: a repeated GET served from its kept answer, before Connexion's routing
   (repeats.py), or after it (conditional.AnswerCache, which also keeps the answers);
@@ -52,6 +53,8 @@ from app.web.connexion_internals import (
     SpecificFirstSwaggerUIMiddleware,
     StrictRoutingMiddleware,
 )
+from app.web.console import PREFIX as CONSOLE
+from app.web.console import ConsolePages
 from app.web.cors import Cors, CorsPolicy
 from app.web.deprecation import Deprecations, Retirement
 from app.web.direct import Answer, Call, DirectOperations
@@ -92,6 +95,7 @@ class Parts:
     retired: dict[str, Retirement]  # the operations the documents deprecate (D13)
     plans: dict[str, Plan]  # the plans of the documents' x-plans (D11)
     documents: tuple[str, ...]  # the documents' and UIs' paths (no quota, D9)
+    pages: Callable[[], Any]  # the console's pages (D35), an ASGI app, read at each call
 
 
 @dataclass(frozen=True)
@@ -170,8 +174,12 @@ LAYERS: tuple[Layer, ...] = (
     Layer("paced bodies", "large bodies sent in pieces the client can take",
           _with(PacedBodies)),
     Layer("access", "the request id and its Exchange; one access line per request",
-          lambda parts: functools.partial(AccessLog, documents=parts.documents),
+          lambda parts: functools.partial(AccessLog, documents=(*parts.documents, CONSOLE)),
           gives=(EXCHANGE,)),
+    Layer("console", "the owner's pages at /console/ (D35), answered by their blueprint "
+          "with the security headers: no key, no quota, errors as pages",
+          lambda parts: functools.partial(ConsolePages, pages=parts.pages),
+          needs=(EXCHANGE,)),
     Layer("gzip", "gzip for clients that accept it, the list's kept once per change",
           _compression),
     Layer("answer", "the decided headers on every answer, which is checked against the "

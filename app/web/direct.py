@@ -33,6 +33,7 @@ from app.web.security import key_info
 
 F = TypeVar("F", bound=Callable[..., Any])
 DIRECT = "__petstore_direct__"  # the mark @direct puts on a handler
+BODY_METHODS = ("POST", "PATCH")  # the methods whose body a direct operation reads
 
 
 def direct(handler: F) -> F:
@@ -66,7 +67,12 @@ class Call:
     def order_id(self) -> int:
         """The orderId of the path, which validation has found a canonical int64
         (connexion_internals.StrictURIParser)."""
-        return int(self.path_params["orderId"])
+        return self.path_id("orderId")
+
+    def path_id(self, name: str) -> int:
+        """An id of the path (orderId, petId), which validation has found a canonical
+        int64 (connexion_internals.StrictURIParser)."""
+        return int(self.path_params[name])
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,10 +120,10 @@ class DirectOperations:
         if handler is None or found is None:
             await self.app(scope, receive, send)
             return
-        # Only a POST's body is read (and BodyLimit has bounded it); the bodies of DELETE
-        # are ignored, as ever (D6).
+        # Only the body of a POST or a PATCH is read (and BodyLimit has bounded it); the
+        # bodies of DELETE are ignored, as ever (D6).
         body = b""
-        if scope["method"] == "POST":
+        if scope["method"] in BODY_METHODS:
             more = True
             while more:
                 message = await receive()

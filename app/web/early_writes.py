@@ -23,6 +23,8 @@ from app.web.exchange import exchange
 from app.web.routing import Operation, operations
 from app.web.security import authorization_headers, key_info
 
+# The JSON media types a direct operation may take its body in: its document declares one.
+JSON_TYPES = ("application/json", "application/merge-patch+json")
 JSON = b"application/json"
 
 
@@ -38,6 +40,7 @@ class Write:
     headers: dict[bytes, tuple[bool, Draft4Validator]]  # name -> (required, validator)
     body: Any  # the body's validator; None when the operation takes no body
     body_required: bool  # whether a request without a body is refused
+    content_type: bytes | None  # the one JSON media type the document declares for it
 
 
 def plan(operation: Operation, handler: Callable[[Call], Answer]) -> Write | None:
@@ -54,19 +57,23 @@ def plan(operation: Operation, handler: Callable[[Call], Answer]) -> Write | Non
                 bool(parameter.get("required")), validator)
         else:  # a query parameter, a cookie, another type: Connexion's to read
             return None
-    body, body_required = None, False
+    body, body_required, content_type = None, False, None
     if "requestBody" in operation.definition:
         request_body = operation.definition["requestBody"]
         content = request_body.get("content", {})
-        schema = content.get(JSON.decode(), {}).get("schema")
-        if set(content) != {JSON.decode()} or schema is None:
+        if len(content) != 1 or next(iter(content)) not in JSON_TYPES:
             return None
+        media_type, described = next(iter(content.items()))
+        schema = described.get("schema")
+        if schema is None:
+            return None
+        content_type = media_type.encode("latin-1")
         body = JSONBodyValidator.validator_for(schema)
         # Connexion reads a missing body as the schema's default, where it has one.
         body_required = bool(request_body.get("required")) and schema.get("default") is None
     pattern = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(operation.template))
     return Write(operation, handler, operation.method, re.compile(pattern),
-                 path_parameters, headers, body, body_required)
+                 path_parameters, headers, body, body_required, content_type)
 
 
 def plans(handlers: dict[str, Callable[[Call], Answer]],
@@ -81,18 +88,18 @@ def plans(handlers: dict[str, Callable[[Call], Answer]],
 
 class EarlyWrites:
     """A request to a write answered without Flask (direct.py), answered before Connexion's
-    document server, routing, security and validation when they could only let it through
-    to its handler: its method and path name the operation; the rate-limit middleware has
-    found its one bearer key valid, of scope write, and counted the request; it has no
-    query; every header the operation declares passes its schema, a required one present
-    and each given once; and its body, where it has one, is JSON (application/json, its
-    length given and within the limit) that passes the operation's schema. The checks are
-    the long way's own validators (connexion_internals), built once. Anything else goes the
-    long way, with the body read so far handed on, so every refusal keeps its status, Error
-    body and order. It sits right inside Connexion's exception middleware, so the handler's
-    exceptions become the same Error bodies; the access line, request id, rate-limit
-    headers and gzip are the outer layers' as for any answer, and the answer layer checks
-    it against the document where responses are validated."""
+    document server, routing, security and validation when they could only let it through to
+    its handler: its method and path name the operation; the rate-limit middleware has found
+    its one bearer key valid, of scope write, and counted the request; it has no query;
+    every header the operation declares passes its schema, a required one present and each
+    given once; and its body, where it has one, is JSON (of the media type the document
+    declares, its length given and within the limit) that passes the operation's schema. The
+    checks are the long way's own validators (connexion_internals), built once. Anything
+    else goes the long way, with the body read so far handed on, so every refusal keeps its
+    status, Error body and order. It sits right inside Connexion's exception middleware, so
+    the handler's exceptions become the same Error bodies; the access line, request id,
+    rate-limit headers and gzip are the outer layers' as for any answer, and the answer
+    layer checks it against the document where responses are validated."""
 
     def __init__(self, app: ASGIApp, *, writes: list[Write],
                  services: Callable[[], Services], threads: HandlerThreads) -> None:
@@ -175,9 +182,9 @@ def _valid_headers(write: Write, headers: list[tuple[bytes, bytes]]) -> bool:
     if length is None:  # chunked, or a Content-Length BodyLimit is to judge
         return False
     if length:
-        return write.body is not None and content_type == JSON
+        return write.body is not None and content_type == write.content_type
     # Connexion takes a missing Content-Type as the document's, and reads no body.
-    return not write.body_required and content_type in (None, JSON)
+    return not write.body_required and content_type in (None, write.content_type or JSON)
 
 
 def _length(headers: list[tuple[bytes, bytes]]) -> int | None:

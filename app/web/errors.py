@@ -29,11 +29,15 @@ from app.core.errors import (
     OrderCancelled,
     OrderNotFound,
     OrderNotShipped,
+    OutOfStock,
     PetNotFound,
     PetNotInCatalogue,
     PetstoreError,
+    PetWithdrawn,
     PreconditionFailed,
     ResyncRequired,
+    StockBelowReserved,
+    StockNotTracked,
     StoreUnavailable,
     WebhookEndpointLimitReached,
     WebhookEndpointNotFound,
@@ -213,6 +217,10 @@ DOMAIN_ERRORS: dict[type[PetstoreError], Translation] = {
     ResyncRequired: Translation(410, "resync_required"),  # D26
     IdempotencyKeyReused: Translation(422, "idempotency_key_reused"),
     PetNotInCatalogue: Translation(422, "unknown_pet"),
+    OutOfStock: Translation(422, "out_of_stock"),  # D33
+    PetWithdrawn: Translation(422, "pet_withdrawn"),  # D32
+    StockNotTracked: Translation(409, "stock_not_tracked"),  # D32, D33
+    StockBelowReserved: Translation(409, "stock_below_reserved"),
     IdempotencyKeyInUse: Translation(409, "idempotency_key_in_use",
                                      _always({"Retry-After": "1"})),
     WebhookEndpointNotFound: Translation(404, "webhook_endpoint_not_found"),  # D28

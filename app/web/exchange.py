@@ -47,7 +47,8 @@ class Exchange:
     # The answer's status, as the answer layer saw it go out (500 until then).
     status: int = 500
     # Which fast layer answered (chain.FAST): "kept" (a kept answer), "early" (a plainly
-    # valid write); None for the long way. The access line says it.
+    # valid write); "console" for the console's pages (D35); None for the long way. The
+    # access line says it.
     answered_by: str | None = None
 
     @property

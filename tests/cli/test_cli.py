@@ -55,6 +55,7 @@ def test_init_demo_adds_orders_in_every_status_and_prints_a_working_key(db: Path
     store = open_store(Settings(database=str(db)))
     key = store.find_key(keys.digest(secret))
     assert key is not None and key.plan == "free"
+    assert "/console/ once a user is made: petstore users add NAME" in result.stderr
 
 
 def test_init_demo_twice_adds_nothing_and_says_how_to_make_a_key(db: Path) -> None:
@@ -327,9 +328,10 @@ def test_pets_import_and_list(db: Path, tmp_path: Path) -> None:
     path.write_text("id,name\n1,Rex\n2,Tom\n")
     assert run(db, "pets", "import", str(path)).exit_code == 0
     assert json.loads(run(db, "pets", "list", "--json").stdout) == [
-        {"id": 1, "name": "Rex"}, {"id": 2, "name": "Tom"}]
+        {"id": n, "name": name, "tags": [], "photoUrls": [], "reserved": 0,
+         "status": "available"} for n, name in ((1, "Rex"), (2, "Tom"))]
     bad = run(db, "pets", "import", "-", input='[{"id": 3, "name": "Ok"}, {"name": ""}]')
-    assert bad.exit_code == 1 and "stdin item 2: name must be" in bad.stderr
+    assert bad.exit_code == 1 and "stdin item 2: name must not be empty" in bad.stderr
     again = run(db, "pets", "import", "-", input='[{"id": 1, "name": "Rex II"}]')
     assert again.exit_code == 1 and "exists already" in again.stderr
     assert run(db, "pets", "import", "--upsert", "-",

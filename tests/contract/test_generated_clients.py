@@ -15,6 +15,7 @@ import itertools
 import os
 import subprocess
 import sys
+import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +32,13 @@ ROOT = Path(__file__).resolve().parents[2]
 OPENAPI = ROOT / "openapi"
 RELEASED_V1 = OPENAPI / "released" / "petstore-v1-1.0.0.yaml"
 RELEASED_V2 = OPENAPI / "released" / "petstore-v2-2.0.0.yaml"
+RELEASED_CATALOGUE = OPENAPI / "released" / "petstore-v2-2.4.0.yaml"  # D32-D34
 BIN = Path(sys.executable).parent
 PACKAGES = itertools.count()
+MODULES = ("client", "models", "api.orders.list_orders", "api.orders.cancel_order")
+V2_MODULES = ("api.orders.get_order",)
+CATALOGUE_MODULES = ("api.orders.place_order", "api.pets.add_pet", "api.pets.get_pet",
+                     "api.pets.get_inventory")
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,11 @@ class Source:
 
     def __str__(self) -> str:
         return str(self.file.relative_to(ROOT)) if self.file else f"served /{self.version}"
+
+    @property
+    def catalogue(self) -> bool:
+        """Whether the document has the catalogue (v2 from 2.4.0 on)."""
+        return self.version == "v2" and self.file != RELEASED_V2
 
 
 V1_SOURCES = [Source("v1", RELEASED_V1), Source("v1", OPENAPI / "petstore-v1.yaml"),
@@ -79,10 +90,9 @@ def generate(source: Source, server: Server, folder: Path) -> dict[str, ModuleTy
     assert "warning" not in said.lower(), said
     sys.path.insert(0, str(folder))
     try:
-        return {name: importlib.import_module(f"{package}.{name}")
-                for name in ("client", "models", "api.orders.list_orders",
-                             "api.orders.cancel_order",
-                             *(["api.orders.get_order"] if source.version == "v2" else []))}
+        wanted = [*MODULES, *(V2_MODULES if source.version == "v2" else ()),
+                  *(CATALOGUE_MODULES if source.catalogue else ())]
+        return {name: importlib.import_module(f"{package}.{name}") for name in wanted}
     finally:
         sys.path.remove(str(folder))
 
@@ -198,3 +208,50 @@ def test_a_v2_client_walks_pages_gets_cancels_and_revalidates(source: Source,
     again = list_orders.sync_detailed(client=client, limit=2,
                                       if_none_match=first.headers["etag"])
     assert again.status_code == 304
+
+
+CATALOGUE_SOURCES = [Source("v2", RELEASED_CATALOGUE), Source("v2", OPENAPI / "petstore-v2.yaml"),
+                     Source("v2")]
+
+
+def _body(operation: ModuleType, fields: dict[str, Any]) -> Any:
+    """The generated model of an operation's request body, made from plain fields."""
+    model = typing.get_type_hints(operation._get_kwargs)["body"]
+    return model.from_dict(fields)
+
+
+@pytest.mark.parametrize("source", CATALOGUE_SOURCES, ids=str)
+def test_a_v2_client_adds_a_pet_orders_it_out_of_stock_and_reads_the_inventory(
+        source: Source, client_of: Any) -> None:
+    made = client_of(source)
+    client = made["session"]
+    add_pet, get_pet = made["api.pets.add_pet"], made["api.pets.get_pet"]
+    place_order, get_inventory = made["api.orders.place_order"], made["api.pets.get_inventory"]
+    before = get_inventory.sync_detailed(client=client)
+    assert before.status_code == 200 and generated(before.parsed, made)
+
+    added = add_pet.sync_detailed(client=client, idempotency_key="pet-1",
+                                  body=_body(add_pet, {"name": "Rex", "tags": ["puppy"],
+                                                       "stock": 2}))
+    assert added.status_code == 201 and generated(added.parsed, made)
+    pet_id = added.parsed.id
+    assert (added.parsed.stock, added.parsed.available, added.parsed.status.value) == (
+        2, 2, "available")
+
+    refused = place_order.sync_detailed(
+        client=client, idempotency_key="order-1",
+        body=_body(place_order, {"petId": pet_id, "quantity": 3}))
+    assert refused.status_code == 422 and generated(refused.parsed, made)
+    assert (refused.parsed.code, refused.parsed.param) == ("out_of_stock", "quantity")
+    placed = place_order.sync_detailed(
+        client=client, idempotency_key="order-1",
+        body=_body(place_order, {"petId": pet_id, "quantity": 2}))
+    assert placed.status_code == 201
+
+    sold_out = get_pet.sync_detailed(pet_id, client=client).parsed
+    assert (sold_out.reserved, sold_out.available, sold_out.status.value) == (2, 0, "pending")
+    after = get_inventory.sync_detailed(client=client).parsed
+    assert after.orders.pending == before.parsed.orders.pending + 2
+    assert (after.stock.on_hand, after.stock.reserved, after.stock.available) == (
+        before.parsed.stock.on_hand + 2, before.parsed.stock.reserved + 2,
+        before.parsed.stock.available)

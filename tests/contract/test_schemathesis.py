@@ -67,8 +67,19 @@ V2_WEBHOOKS = [{"include-operation-id": operation,
                         "400", "401", "403", "404", "406", "413", "422", "428", "5xx"]}}}
                for operation in ("createWebhookEndpoint", "updateWebhookEndpoint",
                                  "replayWebhookEndpoint")]
+# The catalogue's writes (2.4.0, D32, D33) refuse schema-valid data as the orders' do: 409
+# and 422 for a generated Idempotency-Key in use or come again with another body, 412 for a
+# generated If-Match, 409 for a stock below the units held or a stock not tracked, and 400
+# for what no JSON Schema says alike in every regular expression dialect (a photo URL with
+# a character Python counts as a space and ECMA 262 does not) or at all (a delta of 0).
+V2_CATALOGUE = [{"include-operation-id": operation,
+                 "checks": {"positive_data_acceptance": {"expected-statuses": WRITES_REFUSE}}}
+                for operation in ("addPet", "updatePet", "adjustStock", "withdrawPet")]
+# listPets' cursor, like the orders' list's (D18).
+V2_PETS_CURSOR = {**V2_CURSOR, "include-path": "/pets"}
 # The first configuration an operation matches applies: the writes' first.
-V2_OPERATIONS = [*V2_WRITES, *V2_WEBHOOKS, V2_FEED, V2_CURSOR, V2_CANCEL_KEEPS]
+V2_OPERATIONS = [*V2_WRITES, *V2_CATALOGUE, *V2_WEBHOOKS, V2_FEED, V2_CURSOR, V2_PETS_CURSOR,
+                 V2_CANCEL_KEEPS]
 
 
 class ManyClients:
@@ -172,7 +183,15 @@ def test_every_v2_operation_follows_the_contract(case: Any, contract: dict[str, 
 
 @pytest.mark.parametrize("version", ["/v1", "/v2"])
 def test_stateful_sequences_follow_the_contract(contract: dict[str, Any], version: str) -> None:
-    machine = contract[version].as_state_machine()  # its key: the configuration's auth
+    schema = contract[version]
+    if version == "/v2":
+        # withdrawPet takes the first pet a list named, and a withdrawn pet leaves the
+        # list: each walk changes what the next one reads, and hypothesis, replaying a walk
+        # over a store that has moved on, draws other values (FlakyStrategyDefinition, in
+        # every run). It keeps its stateless phases here and its tests in
+        # tests/web/test_pets_v2.py.
+        schema = schema.exclude(operation_id="withdrawPet")
+    machine = schema.as_state_machine()  # its key: the configuration's auth
     # Derandomized: the same sequences every run. The sequences' ids come from the
     # service's answers (the links), so a replay against a store that has moved on draws
     # other values, and hypothesis then reported FlakyStrategyDefinition in one run of

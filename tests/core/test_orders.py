@@ -40,9 +40,10 @@ class FakeStore:
         return Transition(order["status"], moved, order["complete"], order["version"])
 
     def cancel_order(self, order_id: int, key_id: int | None, now: str,
-                     version: int | None = None) -> Transition:
+                     version: int | None = None, user_id: int | None = None) -> Transition:
         return self._move(order_id, lambda o: o["status"] == "pending", version,
-                          status="cancelled", cancelled_by=key_id, cancelled_at=now)
+                          status="cancelled", cancelled_by=key_id, cancelled_at=now,
+                          cancelled_by_user=user_id)
 
     def ship_order(self, order_id: int, ship_date: str,
                    version: int | None = None) -> Transition:

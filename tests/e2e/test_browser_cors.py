@@ -7,16 +7,12 @@ page from an origin not allowed reads nothing."""
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support import serving
+from tests.support import page_elsewhere, serving
 
 pytestmark = pytest.mark.slow
 
@@ -70,36 +66,9 @@ fetch(new URL("/v2/store/orders", api), {headers: {"Authorization": `Bearer ${ke
 """
 
 
-@contextmanager
-def shop_page() -> Iterator[int]:
-    """The shop's page, served on a free port of 127.0.0.1 of its own (another origin than
-    the service's); yields the port."""
-
-    class Page(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(PAGE)))
-            self.end_headers()
-            self.wfile.write(PAGE)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield int(server.server_address[1])
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
-
-
 def test_a_shop_on_another_origin_places_ships_pages_and_reads_every_header(
         browser: Any, tmp_path: Path) -> None:
-    with shop_page() as port:
+    with page_elsewhere(PAGE) as port:  # the shop's page, on an origin of its own
         shop = f"http://127.0.0.1:{port}"
         with serving(tmp_path, cors_origins=shop) as server:
             key = server.petstore("keys", "create", "--plan", "business",

@@ -243,6 +243,35 @@ def test_https_is_believed_from_the_trusted_proxy_and_no_one_else(stack: Stack) 
         301, "https://127.0.0.1/healthz")
 
 
+def test_the_console_behind_the_proxy_gets_host_only_secure_cookies(stack: Stack) -> None:
+    """Through nginx with TLS (D35), the console takes the client's address for its
+    allow-list and https for its cookies from the proxy the settings trust: a user signs in
+    with Secure __Host- cookies; an address outside PETSTORE_CONSOLE_ALLOW (loopback's
+    127.0.0.1 by default) is refused, whatever nginx's own address."""
+    one_time = stack.service.petstore("users", "add", "owner").stdout.strip()
+    with stack.client("127.0.0.1") as browser:
+        form = browser.get("/console/sign-in")
+        assert form.status_code == 200
+        assert form.headers["strict-transport-security"] == "max-age=31536000"
+        cookie = form.headers["set-cookie"]
+        assert cookie.startswith("__Host-petstore-console-form=") and "Secure" in cookie
+        token = re.search(r'name="token" value="([^"]+)"', form.text).group(1)  # type: ignore[union-attr]
+        signed = browser.post("/console/sign-in", data={
+            "token": token, "name": "owner", "password": one_time},
+            headers={"Sec-Fetch-Site": "same-origin"})
+        assert signed.status_code == 303, signed.text
+        assert signed.headers["location"] == "/console/account/password"
+        session = signed.headers["set-cookie"]
+        assert session.startswith("__Host-petstore-console=")
+        assert all(part in session for part in ("Secure", "HttpOnly", "SameSite=Strict"))
+    with stack.client("127.0.0.2") as elsewhere:
+        refused = elsewhere.get("/console/sign-in")
+    assert refused.status_code == 403 and "does not answer this address" in refused.text
+    with stack.client("127.0.0.1", direct=True) as plain:
+        cookie = plain.get("/console/sign-in").headers["set-cookie"]
+    assert cookie.startswith("petstore-console-form=") and "Secure" not in cookie
+
+
 def test_a_proxy_the_settings_do_not_trust_is_not_believed(tmp_path: Path) -> None:
     """With nginx's address left out of PETSTORE_FORWARDED_ALLOW_IPS, every client through
     it is nginx to the service: one address, one counter, plain HTTP."""

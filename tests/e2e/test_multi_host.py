@@ -128,3 +128,47 @@ def test_a_cancel_on_one_host_is_seen_by_a_list_on_the_other_at_once(hosts: Host
     for server in (hosts.a, hosts.b):
         assert server.request("DELETE", f"{LIST}/2100", auth)[0] == 409
         assert server.request("DELETE", f"{LIST}/999999", auth)[0] == 404
+
+
+def _post(server: Server, path: str, body: dict[str, object],
+          headers: dict[str, str]) -> tuple[int, dict[str, object]]:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        conn.request("POST", path, body=json.dumps(body),
+                     headers={**headers, "Content-Type": "application/json",
+                              "Idempotency-Key": uuid.uuid4().hex})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read() or b"{}")
+    finally:
+        conn.close()
+
+
+def test_a_sale_over_two_hosts_sells_exactly_the_units_there_are(hosts: Hosts) -> None:
+    """D33: 60 customers at once, over two hosts of two workers each, for a pet with 25
+    units: exactly 25 orders are placed, the other 35 are refused out_of_stock, and both
+    hosts read the pet sold out."""
+    auth = hosts.key("business")
+    status, pet = _post(hosts.a, "/v2/pets", {"name": "Last puppies", "stock": 25}, auth)
+    assert status == 201, pet
+    barrier = threading.Barrier(20)
+
+    def place(i: int) -> tuple[int, dict[str, object]]:
+        if i < 20:
+            barrier.wait()
+        return _post(hosts.of(i), "/v2/store/orders", {"petId": pet["id"], "quantity": 1},
+                     auth)
+
+    with ThreadPoolExecutor(20) as pool:
+        answers = list(pool.map(place, range(60)))
+    statuses = Counter(status for status, _ in answers)
+    assert statuses == {201: 25, 422: 35}, statuses
+    refused = [body for status, body in answers if status == 422]
+    assert {(body["code"], body["param"]) for body in refused} == {("out_of_stock", "quantity")}
+    for host in (hosts.a, hosts.b):
+        status, _, body = host.request("GET", f"/v2/pets/{pet['id']}", auth)
+        seen = json.loads(body)
+        assert (status, seen["reserved"], seen["available"], seen["status"]) == (
+            200, 25, 0, "pending")
+    assert hosts.b.petstore("pets", "check").returncode == 0

@@ -60,18 +60,20 @@ def every_app_validates_its_responses(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(FlaskApp, "add_api", checked)
 
 
-def served_and_long_way(settings: Settings, tmp_path: Path, orders: list[dict[str, Any]]
+def served_and_long_way(settings: Settings, tmp_path: Path, orders: list[dict[str, Any]],
+                        pets: list[dict[str, Any]] | None = None,
                         ) -> tuple[Any, Any, dict[str, str]]:
     """The served app and the long way's (the chain without its fast layers,
-    chain.LONG_WAY), each over its own store of the same orders and of a write key and a
-    read key no quota stops: their two test clients, and the Authorization values by name
-    ("write", "read", "unknown")."""
+    chain.LONG_WAY), each over its own store of the same pets, orders and of a write key
+    and a read key no quota stops: their two test clients, and the Authorization values
+    by name ("write", "read", "unknown")."""
     write, read = keys.generate_key(), keys.generate_key()
     ISSUED_SECRETS.update({write.secret, read.secret})
     clients = []
     for name, layers in (("served", chain.LAYERS), ("long", chain.LONG_WAY)):
         own = settings.replace(database=str(tmp_path / f"{name}.db"))
         store = open_store(own)
+        store.import_pets(pets or [])
         store.import_orders(orders)
         for new, scope in ((write, "write"), (read, "read")):
             created = store.create_key(digest=new.digest, prefix=new.prefix, name=scope,

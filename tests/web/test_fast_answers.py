@@ -95,11 +95,12 @@ def requests_for(operation: Operation, path_id: int) -> Iterator[Request]:
             path = path.replace("{" + parameter["name"] + "}", str(path_id))
     headers = [(p["name"], str(sample(p.get("schema", {})))) for p in parameters
                if p["in"] == "header" and p.get("required")]
-    body_schema = (operation.definition.get("requestBody", {}).get("content", {})
-                   .get("application/json", {}).get("schema"))
+    content = operation.definition.get("requestBody", {}).get("content", {})
+    media_type = next(iter(content), "application/json")  # each takes one JSON type
+    body_schema = content.get(media_type, {}).get("schema")
     body = orjson.dumps(sample(body_schema)) if body_schema is not None else None
     if body is not None:
-        headers.append(("Content-Type", "application/json"))
+        headers.append(("Content-Type", media_type))
     method = operation.method
     yield method, path, headers, body, "valid"
     if method == "GET":
@@ -139,6 +140,9 @@ def requests_for(operation: Operation, path_id: int) -> Iterator[Request]:
             missing = {k: v for k, v in sampled.items() if k != member}
             yield method, path, headers, orjson.dumps(missing), f"body without {member}"
         yield method, path, [*plain, ("Content-Type", "text/plain")], body, "text/plain"
+        if media_type != "application/json":
+            yield (method, path, [*plain, ("Content-Type", "application/json")], body,
+                   "application/json")
         yield method, path, plain, body, "no Content-Type"
         yield method, path, headers, b"", "empty body"
     elif method in ("POST", "PATCH"):
@@ -151,7 +155,10 @@ def _apps(settings: Settings, tmp_path: Path) -> tuple[Any, Any, dict[str, str]]
     # Anonymous requests count per address: with Business's numbers none is refused.
     return served_and_long_way(
         settings.replace(anonymous_plan="business"), tmp_path,
-        [*ORDERS, *({"id": i, "petId": i} for i in range(5, 40))])
+        [*ORDERS, *({"id": i, "petId": i} for i in range(5, 40))],
+        # A catalogue whose pets the path ids name, tracked and not (D32, D33).
+        [{"id": i, "name": f"pet {i}", **({"stock": 50} if i % 2 else {})}
+         for i in range(1, 60)])
 
 
 def _headers(given: list[tuple[str, str]], bearer: dict[str, str]) -> list[tuple[str, str]]:

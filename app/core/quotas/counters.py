@@ -457,11 +457,17 @@ def open_counter(settings: Settings) -> LimitsCounter:
     return LimitsCounter(storage)
 
 
+def sync_storage(settings: Settings) -> Any:
+    """The quota storage of the settings through limits' synchronous API, which any
+    thread may use (a Flask thread must not touch the event loop's client)."""
+    plain = settings.ratelimit_storage.removeprefix("async+")
+    return storage_from_string(plain, **_storage_options(settings, plain))
+
+
 def storage_probe(settings: Settings) -> Callable[[], bool]:
     """A check of the quota storage that any thread may call (the readiness handler runs
-    in a Flask thread and must not touch the event loop's client)."""
-    plain = settings.ratelimit_storage.removeprefix("async+")
-    storage = storage_from_string(plain, **_storage_options(settings, plain))
+    in a Flask thread)."""
+    storage = sync_storage(settings)
 
     def probe() -> bool:
         try:

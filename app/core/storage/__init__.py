@@ -14,12 +14,15 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from app.core.config import Settings, store_kind
+from app.core.storage.console_statements import ConsoleStore
 from app.core.storage.records import (
     ApiKey,
     Attempted,
     Changes,
     OrderChange,
     OrderQuery,
+    PetQuery,
+    PetWrite,
     Placed,
     Position,
     Transition,
@@ -29,8 +32,9 @@ from app.core.storage.records import (
 from app.core.storage.sqlite import SQLiteStore
 
 
-class Store(Protocol):
-    """What the order rules, the API and the CLI need from a database."""
+class Store(ConsoleStore, Protocol):
+    """What the order rules, the API, the CLI and the console need from a database (the
+    console's methods are ConsoleStore's, console_statements.py)."""
 
     local: bool
     """Whether a small read is answered on this machine without a network round trip
@@ -49,13 +53,15 @@ class Store(Protocol):
         ...
 
     def page_orders(self, query: OrderQuery, after: Position | None,
-                    limit: int) -> list[tuple[str, str | None, int]]:
+                    limit: int) -> list[tuple[str, str | None, int, int]]:
         """Up to limit orders the query selects, in its sort, after the position (keyset,
-        never OFFSET), as (the order's JSON, its shipDate, its id) in page order."""
+        never OFFSET), as (the order's JSON, its shipDate, its id, its version) in page
+        order."""
         ...
 
     def revision(self) -> int:
-        """A number that every change to the orders raises, from any process or host."""
+        """A number that every change to the orders or the pets raises, from any process
+        or host (answers kept about either are keyed on it)."""
         ...
 
     def order_changes(self, after: tuple[int, int] | None, limit: int) -> Changes:
@@ -89,10 +95,10 @@ class Store(Protocol):
         ...
 
     def cancel_order(self, order_id: int, key_id: int | None, now: str,
-                     version: int | None = None) -> Transition:
+                     version: int | None = None, user_id: int | None = None) -> Transition:
         """Cancel the order if it is pending (and at version, when given), in one
-        conditional write, recording when and by which key. Of many concurrent calls,
-        exactly one reports changed."""
+        conditional write, recording when and by which key (or console user, D35). Of many
+        concurrent calls, exactly one reports changed."""
         ...
 
     def ship_order(self, order_id: int, ship_date: str,
@@ -121,7 +127,9 @@ class Store(Protocol):
         Raises IdempotencyKeyReused when the key came with another request (fingerprint).
         With catalogue_pets_only, a new order (not a replay) for a pet the pets table does
         not hold, while it holds some, raises PetNotInCatalogue and keeps nothing, the key
-        included, so that the corrected request may use the same key.
+        included, so that the corrected request may use the same key. Likewise a new order
+        for a withdrawn pet (PetWithdrawn), or for more units of a tracked pet than are
+        available (OutOfStock, D33); one placed holds its units in its transaction.
         Of concurrent calls with one key, on any number of hosts, exactly one places."""
         ...
 
@@ -132,23 +140,84 @@ class Store(Protocol):
     def import_orders(self, orders: Iterable[dict[str, Any]], upsert: bool = False) -> int:
         """Insert (or with upsert, replace) the orders in one transaction; all or nothing.
 
-        Raises DuplicateOrder when an id exists already and upsert is false.
+        Raises DuplicateOrder when an id exists already and upsert is false, and
+        StockShortfall when pending orders would hold more units of a tracked pet than
+        its stock has (D33).
         """
         ...
 
     def list_pets(self) -> list[dict[str, Any]]:
-        """Every pet, by id: {"id", "name"}."""
+        """Every pet, by id: {"id", "name"} (v1's pets, released 1.0.0)."""
         ...
 
     def get_pet(self, pet_id: int) -> dict[str, Any] | None:
-        """The pet with this id, or None."""
+        """The pet with this id as v1 gives it ({"id", "name"}), or None."""
         ...
 
     def import_pets(self, pets: Iterable[dict[str, Any]], upsert: bool = False) -> int:
-        """Insert (or with upsert, replace) pets in one transaction; all or nothing.
+        """Insert (or with upsert, update) pets (id, name, category, tags, photoUrls,
+        stock) in one transaction; all or nothing.
 
-        Raises DuplicatePet when an id exists already and upsert is false.
+        Raises DuplicatePet when an id exists already and upsert is false, and
+        StockBelowReserved for a stock below what the pet's pending orders hold.
         """
+        ...
+
+    # the catalogue and its stock (D32-D34) ----------------------------------------------
+
+    def get_versioned_pet(self, pet_id: int) -> tuple[dict[str, Any], int] | None:
+        """The pet as getPet answers it (D32) and its version, read together, or None."""
+        ...
+
+    def pet_json(self, pet_id: int) -> tuple[str, int] | None:
+        """The pet as getPet answers it, as JSON text, and its version, or None."""
+        ...
+
+    def pet_version(self, pet_id: int) -> int | None:
+        """The pet's version, or None when there is no such pet."""
+        ...
+
+    def page_pets(self, query: PetQuery, after: int | None,
+                  limit: int) -> list[tuple[str, int]]:
+        """Up to limit pets the query selects, by id, after that id (keyset), as (the
+        pet's JSON, its id)."""
+        ...
+
+    def add_pet(self, pet: dict[str, Any], api_key_id: int, idempotency_key: str,
+                fingerprint: str, now: str) -> PetWrite:
+        """Add a pet under an idempotency key, both in one transaction; or replay the
+        key's first answer (IdempotencyKeyReused for another request's key)."""
+        ...
+
+    def update_pet(self, pet_id: int, changes: dict[str, Any],
+                   version: int | None = None) -> PetWrite:
+        """Set some of name, category, tags, photo_urls, stock in one conditional write
+        (only from version, when given). Raises PetNotFound, PreconditionFailed,
+        StockBelowReserved."""
+        ...
+
+    def adjust_stock(self, pet_id: int, delta: int, api_key_id: int, idempotency_key: str,
+                     fingerprint: str, now: str) -> PetWrite:
+        """Add delta units to a tracked pet's stock under an idempotency key, or replay the
+        key's first answer. Raises PetNotFound, StockNotTracked, StockBelowReserved, or
+        InvalidParameter (delta past the most a stock holds)."""
+        ...
+
+    def withdraw_pet(self, pet_id: int) -> bool:
+        """Mark the pet withdrawn (again: nothing changes); whether there is such a pet."""
+        ...
+
+    def inventory(self) -> dict[str, int]:
+        """The inventory's figures as the store keeps them (D34), in one statement."""
+        ...
+
+    def inventory_counted(self) -> dict[str, int]:
+        """The inventory's figures counted anew from every order and pet (a scan)."""
+        ...
+
+    def reservations_differing(self) -> list[tuple[int, int, int]]:
+        """Every pet whose reservation differs from what its pending orders hold, as (id,
+        reserved, held)."""
         ...
 
     def create_key(

@@ -40,7 +40,19 @@ from app.core.errors import (
     StoreUnavailable,
 )
 from app.core.storage import pg_dump
+from app.core.storage.console_statements import ConsoleStatements
 from app.core.storage.group_commit import GroupCommit, Write
+from app.core.storage.postgres_imports import (
+    COPY_INCOMING,
+    COPY_INCOMING_PETS,
+    INCOMING_ORDERS,
+    INCOMING_PETS,
+    INSERT_INCOMING,
+    INSERT_INCOMING_PETS,
+    INSERT_INCOMING_PETS_UPSERT,
+    INSERT_INCOMING_UPSERT,
+    first_duplicate,
+)
 from app.core.storage.postgres_schema import MIGRATIONS, SCHEMA_VERSION
 from app.core.storage.postgres_writes import (
     IMPORT_LOCK,
@@ -55,6 +67,12 @@ from app.core.storage.statements import (
     SqlStore,
     key_values,
     replayed,
+)
+from app.core.storage.stock_statements import (
+    PET_JSON,
+    STOCK_CONSTRAINTS,
+    StockStatements,
+    pet_values,
 )
 from app.core.storage.webhook_statements import WebhookStatements
 
@@ -111,32 +129,6 @@ ORDERS_JSON = ("SELECT (SELECT value FROM revision), '[' || coalesce((SELECT "
 # last id.
 ORDERS_JSON_PAGE = (f"SELECT string_agg({ORDER_JSON}, ',' ORDER BY id), max(id) FROM "
                     "(SELECT * FROM orders WHERE id > %s ORDER BY id LIMIT %s) AS page")
-# An import: its rows copied into a table of the transaction's own, in their order...
-INCOMING_ORDERS = """
-    CREATE TEMPORARY TABLE incoming_orders (
-        position BIGINT NOT NULL, id BIGINT NOT NULL, pet_id BIGINT, quantity BIGINT,
-        ship_date TEXT, complete BOOLEAN NOT NULL, status TEXT NOT NULL
-    ) ON COMMIT DROP
-"""
-COPY_INCOMING = ("COPY incoming_orders (position, id, pet_id, quantity, ship_date, complete, "
-                 "status) FROM STDIN")
-# ... then inserted by one statement. With upsert, the last row of an id wins and replaces
-# the stored order whole (its cancellation too), as SQLite's INSERT OR REPLACE does.
-INSERT_INCOMING = ("INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status) "
-                   "SELECT id, pet_id, quantity, ship_date, complete, status "
-                   "FROM incoming_orders ORDER BY position")
-INSERT_INCOMING_UPSERT = (
-    "INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status) "
-    "SELECT DISTINCT ON (id) id, pet_id, quantity, ship_date, complete, status "
-    "FROM incoming_orders ORDER BY id, position DESC "
-    "ON CONFLICT (id) DO UPDATE SET pet_id = excluded.pet_id, quantity = excluded.quantity, "
-    "ship_date = excluded.ship_date, complete = excluded.complete, status = excluded.status, "
-    "cancelled_at = NULL, cancelled_by = NULL"
-)
-# A pet without an id gets the largest id plus one, as SQLite numbers rows.
-NEXT_PET_ID = "coalesce(%s, (SELECT coalesce(max(id), 0) + 1 FROM pets))"
-
-
 def connection_parameters(url: str) -> dict[str, Any]:
     """libpq's parameters for a postgresql:// URL, with our defaults where it sets none."""
     params = pq_conninfo.conninfo_to_dict(url)
@@ -145,7 +137,7 @@ def connection_parameters(url: str) -> dict[str, Any]:
     return params
 
 
-class PostgresStore(SqlStore, WebhookStatements):
+class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStatements):
     """Orders and API keys in one PostgreSQL database, shared by every host."""
 
     PARAM = "%s"
@@ -155,6 +147,10 @@ class PostgresStore(SqlStore, WebhookStatements):
     # form: its keys never meet the one-number locks above.
     KEY_LOCK = f"SELECT pg_advisory_xact_lock({KEY_LOCKS}, mod(%s, 2147483647)::int)"
     ORDER_JSON = ORDER_JSON
+    PET_JSON = PET_JSON.format(quote="to_json")
+    JSON_PARAM = "%s::jsonb"
+    # Every writer of orders and pets takes the revision's row first (migrations 8, 10).
+    LOCK_WRITERS = "SELECT FROM revision FOR UPDATE"
     TRUE, FALSE = "true", "false"
     local = False  # every read is a round trip
 
@@ -240,6 +236,23 @@ class PostgresStore(SqlStore, WebhookStatements):
                 return [conn.execute(sql, params).fetchall() for sql, params in statements]
 
         return self._call(work, retry=False)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        try:
+            with self._connection() as conn, conn.transaction():
+                yield conn
+        except UNAVAILABLE as exc:
+            raise StoreUnavailable(f"PostgreSQL: {_first_line(exc)}") from exc
+
+    def _stock_check_failed(self, exc: BaseException) -> str | None:
+        if isinstance(exc, pq_errors.CheckViolation):
+            name = exc.diag.constraint_name
+            return name if name in STOCK_CONSTRAINTS else None
+        return None
+
+    def _any_tag(self, tags: Sequence[str]) -> tuple[str, tuple[Any, ...]]:
+        return "pets.tags ?| %s::text[]", (list(tags),)
 
     def close(self) -> None:
         """Nothing to close per thread: connections go back to the pool after each call."""
@@ -408,8 +421,12 @@ class PostgresStore(SqlStore, WebhookStatements):
         The rows are copied (COPY) into a temporary table, then moved into orders by one
         INSERT, so that the revision is raised once however many rows come: a statement
         per row would update the revision row once per row in one transaction, which
-        PostgreSQL does in quadratic time (100,000 rows took two minutes)."""
+        PostgreSQL does in quadratic time (100,000 rows took two minutes). Pending orders
+        hold units of their pets as placed ones do, counted by one statement trigger
+        (migration 10): a tracked pet whose stock does not cover them fails the import, with
+        StockShortfall naming the pet and how many units are missing."""
         ids: list[int] = []
+        orders = list(orders)
 
         def work(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
             with conn.transaction():
@@ -435,30 +452,55 @@ class PostgresStore(SqlStore, WebhookStatements):
             self._call(work, retry=False)
         except pq_errors.UniqueViolation:
             raise DuplicateOrder(self._call(functools.partial(
-                _first_duplicate, table="orders", ids=ids))) from None
+                first_duplicate, table="orders", ids=ids))) from None
+        except pq_errors.CheckViolation as exc:
+            if self._stock_check_failed(exc) is None:
+                raise
+            numbered = [{**order, "id": order_id} for order, order_id in zip(orders, ids,
+                                                                              strict=True)]
+            raise self._shortfall(numbered, upsert) from None
         return len(ids)
 
     # pets -------------------------------------------------------------------------------
 
     @_translate_errors
     def import_pets(self, pets: Iterable[dict[str, Any]], upsert: bool = False) -> int:
-        """Insert (or with upsert, replace) pets in one transaction; all or nothing."""
-        sql = f"INSERT INTO pets (id, name) VALUES ({NEXT_PET_ID}, %s)"
-        if upsert:
-            sql += " ON CONFLICT (id) DO UPDATE SET name = excluded.name"
-        ids: list[int | None] = []
+        """Insert (or with upsert, update) pets in one transaction; all or nothing. Raises
+        DuplicatePet for an id held already (without upsert), StockBelowReserved for a
+        stock below what pending orders of the pet hold."""
+        rows: list[dict[str, Any]] = []
 
-        def rows() -> Iterator[tuple[Any, ...]]:
-            for pet in pets:
-                ids.append(pet.get("id"))
-                yield pet.get("id"), pet["name"]
+        def work(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (IMPORT_LOCK,))
+                # and the revision's row, as a pet's writer takes it first: the largest id
+                # read next is then the largest there is until this commits
+                conn.execute(self.LOCK_WRITERS)
+                row = conn.execute("SELECT coalesce(max(id), 0) FROM pets").fetchone()
+                top = int(row[0]) if row else 0
+                conn.execute(INCOMING_PETS)
+                with conn.cursor() as cursor, cursor.copy(COPY_INCOMING_PETS) as copy:
+                    for position, (pet, values) in enumerate(zip(pets_given, pet_values(
+                            pets_given), strict=True)):
+                        pet_id = top + 1 if values[0] is None else int(values[0])
+                        top = max(top, pet_id)
+                        rows.append({**pet, "id": pet_id})
+                        copy.write_row((position, pet_id, *values[1:]))
+                conn.execute(INSERT_INCOMING_PETS_UPSERT if upsert else INSERT_INCOMING_PETS)
 
+        pets_given = list(pets)
         try:
-            self._call(functools.partial(_insert_all, sql=sql, rows=rows()), retry=False)
+            self._call(work, retry=False)
         except pq_errors.UniqueViolation:
             raise DuplicatePet(self._call(functools.partial(
-                _first_duplicate, table="pets", ids=ids))) from None
-        return len(ids)
+                first_duplicate, table="pets", ids=[pet.get("id") for pet in pets_given]))
+            ) from None
+        except pq_errors.CheckViolation as exc:
+            short = self._pets_short(rows) if self._stock_check_failed(exc) else None
+            if short is None:
+                raise
+            raise short from None
+        return len(rows)
 
     # API keys --------------------------------------------------------------------------
 
@@ -518,26 +560,3 @@ class PostgresStore(SqlStore, WebhookStatements):
         except pq_errors.UniqueViolation as exc:
             raise DuplicateKey(f"A key's id or digest exists already ({_first_line(exc)}).") \
                 from None
-
-
-def _insert_all(conn: psycopg.Connection[Any], sql: str, rows: Iterable[tuple[Any, ...]]) -> None:
-    """Every row in one transaction (executemany pipelines them), imports one at a time."""
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (IMPORT_LOCK,))
-        with conn.cursor() as cursor:
-            cursor.executemany(sql, rows)
-
-
-def _first_duplicate(conn: psycopg.Connection[Any], table: str,
-                     ids: Sequence[int | None]) -> int:
-    """The first id of an import, in its order, that was in the table already or earlier
-    in the import: the one SQLite's row-by-row insert would have stopped at."""
-    given = [i for i in ids if i is not None]
-    existing = {row[0] for row in conn.execute(
-        f"SELECT id FROM {table} WHERE id = ANY(%s)", (given,)).fetchall()}
-    seen: set[int] = set()
-    for order_id in given:
-        if order_id in existing or order_id in seen:
-            return order_id
-        seen.add(order_id)
-    return given[-1] if given else 0

@@ -32,7 +32,8 @@ There are no savepoints: a statement that fails aborts the rest of its pipeline 
 write whose own statement fails (a database error that is not the store's unavailability)
 is answered with that error, the transaction is rolled back, and the others run again in a
 new one without it; nothing of the first was kept, so running them again is running them.
-A refused placing (PetNotInCatalogue) fails no statement: it simply inserts nothing.
+A refused placing (PetNotInCatalogue, PetWithdrawn, OutOfStock) fails no statement: it
+simply inserts nothing, and says why.
 Any other failure (a lock not had in the busy timeout, a read-only standby, the commit) is
 the transaction's, and raises: GroupCommit fails every write of the batch with it. The
 store repeats a batch whose connection was found broken once, on a fresh one (PostgresStore
@@ -49,7 +50,7 @@ from typing import Any
 import orjson
 import psycopg
 
-from app.core.errors import PetNotInCatalogue, StoreUnavailable
+from app.core.errors import OutOfStock, PetNotInCatalogue, PetWithdrawn, StoreUnavailable
 from app.core.storage.records import Placed, Transition
 from app.core.storage.statements import NEW_ORDER_COLUMNS, PET_OUTSIDE_CATALOGUE, PLACED_KIND
 
@@ -67,26 +68,40 @@ ORDER_JSON = """
     || ',"status":' || to_json(status) || '}'
 """
 # A new order and its idempotency key's row (the first answer: the order as the list
-# gives it, at version 1), unless the key is there or the shop's catalogue refuses the
-# pet; its id as SQLite gives ids (the largest plus one, under the imports' lock). Then
-# either that answer with no fingerprint (placed), or the key's first answer (a replay), or
-# no row (refused).
+# gives it, at version 1), unless the key is there, the shop's catalogue refuses the pet,
+# the pet is withdrawn, or its stock is tracked and has fewer units available than asked
+# for (D33); its id as SQLite gives ids (the largest plus one, under the imports' lock).
+# Then either that answer with no fingerprint (placed), or the key's first answer (a
+# replay), or a refusal ('!withdrawn' or '!out_of_stock' with the units available), or no
+# row (refused by the catalogue). The batch holds the revision's row, which every writer
+# of orders and pets takes first, so the pet read here is the pet the order is inserted
+# against: the insert's trigger (migration 10) holds the units, and the stock's CHECK
+# would refuse it were that not so.
 PLACE_ORDER = (
-    f"WITH placed AS (INSERT INTO orders (id, {NEW_ORDER_COLUMNS}, last_change) "
-    f"SELECT coalesce(max(id), 0) + 1, %s::bigint, %s::bigint, %s::text, {PLACED_KIND} "
-    "FROM orders HAVING NOT EXISTS (SELECT FROM idempotency_keys WHERE api_key_id = %s "
-    "AND idempotency_key = %s){catalogue} "  # replaced below
+    "WITH pet AS (SELECT withdrawn, stock - reserved AS available FROM pets "
+    "WHERE id = %(pet)s), "
+    f"placed AS (INSERT INTO orders (id, {NEW_ORDER_COLUMNS}, last_change) "
+    "SELECT coalesce(max(id), 0) + 1, %(pet)s::bigint, %(quantity)s::bigint, "
+    f"%(ship_date)s::text, {PLACED_KIND} "
+    "FROM orders HAVING NOT EXISTS (SELECT FROM idempotency_keys WHERE api_key_id = %(key_id)s "
+    "AND idempotency_key = %(key)s){catalogue} "  # replaced below
+    "AND NOT EXISTS (SELECT FROM pet WHERE withdrawn OR available < %(quantity)s) "
     f"RETURNING id, {ORDER_JSON} AS order_json), "
-    "claimed AS (INSERT INTO idempotency_keys SELECT %s::bigint, %s::text, %s::text, id, "
-    "order_json, 1, %s::text "
+    "claimed AS (INSERT INTO idempotency_keys SELECT %(key_id)s::bigint, %(key)s::text, "
+    "%(fingerprint)s::text, id, order_json, 1, %(now)s::text "
     "FROM placed RETURNING order_json) "
     "SELECT NULL, order_json, 1 FROM claimed UNION ALL "
     "SELECT fingerprint, order_json, order_version FROM idempotency_keys "
-    "WHERE api_key_id = %s AND idempotency_key = %s AND NOT EXISTS (SELECT FROM placed)"
+    "WHERE api_key_id = %(key_id)s AND idempotency_key = %(key)s "
+    "AND NOT EXISTS (SELECT FROM placed) UNION ALL "
+    "SELECT CASE WHEN withdrawn THEN '!withdrawn' ELSE '!out_of_stock' END, "
+    "available::text, NULL FROM pet WHERE (withdrawn OR available < %(quantity)s) "
+    "AND NOT EXISTS (SELECT FROM placed) AND NOT EXISTS (SELECT FROM idempotency_keys "
+    "WHERE api_key_id = %(key_id)s AND idempotency_key = %(key)s)"
 )
 PLACE_ANY_PET = PLACE_ORDER.replace("{catalogue}", "")
 PLACE_CATALOGUE_PET = PLACE_ORDER.replace(
-    "{catalogue}", f" AND NOT ({PET_OUTSIDE_CATALOGUE.format(p='%s')})")
+    "{catalogue}", f" AND NOT ({PET_OUTSIDE_CATALOGUE.format(p='%(pet)s')})")
 # The transaction's own statements, and their share of a batch's locks.
 TAKE_IMPORT_LOCK = "SELECT pg_advisory_xact_lock(%s)"
 TAKE_REVISION = "SELECT FROM revision FOR UPDATE"
@@ -103,7 +118,7 @@ class Move:
     params: tuple[Any, ...]
     order_id: int
 
-    def statement(self) -> tuple[str, tuple[Any, ...]]:
+    def statement(self) -> tuple[str, tuple[Any, ...] | dict[str, Any]]:
         # Its conditional UPDATE, and when that changes nothing the order as it is (a
         # snapshot no other writer's commit can outdate while the batch holds the revision);
         # either way with the order's JSON, for an answer that gives the order.
@@ -132,13 +147,12 @@ class Place:
     now: str
     catalogue_pets_only: bool
 
-    def statement(self) -> tuple[str, tuple[Any, ...]]:
-        new, key = self.new, (self.api_key_id, self.idempotency_key)
-        placing = (new["petId"], new["quantity"], new.get("shipDate"), *key)
-        claim = (*key, self.fingerprint, self.now)
-        if self.catalogue_pets_only:
-            return PLACE_CATALOGUE_PET, (*placing, new["petId"], *claim, *key)
-        return PLACE_ANY_PET, (*placing, *claim, *key)
+    def statement(self) -> tuple[str, dict[str, Any]]:
+        params = {"pet": self.new["petId"], "quantity": self.new["quantity"],
+                  "ship_date": self.new.get("shipDate"), "key_id": self.api_key_id,
+                  "key": self.idempotency_key, "fingerprint": self.fingerprint,
+                  "now": self.now}
+        return (PLACE_CATALOGUE_PET if self.catalogue_pets_only else PLACE_ANY_PET), params
 
     def outcome(self, row: tuple[Any, ...] | None) -> Placed | tuple[Any, ...] | Exception:
         """The order placed; or the key's first answer (fingerprint, order JSON, version:
@@ -146,6 +160,10 @@ class Place:
         raised here: the batch has committed)."""
         if row is not None and row[0] is None:
             return Placed(orjson.loads(row[1]), 1, replayed=False)
+        if row is not None and row[0] == "!withdrawn":
+            return PetWithdrawn(self.new["petId"])
+        if row is not None and row[0] == "!out_of_stock":
+            return OutOfStock(self.new["petId"], self.new["quantity"], int(row[1]))
         if row is not None:
             return row
         if self.catalogue_pets_only:
@@ -190,7 +208,8 @@ def _transaction(conn: Connection, writes: Sequence[Move | Place],
         return []
     sent: list[tuple[int | None, Cursor]] = []  # each statement and its write (None: ours)
 
-    def send(write: int | None, sql: str, params: tuple[Any, ...] = ()) -> Cursor:
+    def send(write: int | None, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()
+             ) -> Cursor:
         cursor = conn.execute(sql, params)
         sent.append((write, cursor))
         return cursor

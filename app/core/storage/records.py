@@ -10,6 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 ORDER_STATUSES = ("pending", "shipped", "cancelled")
+# A pet's status, derived from its stock, the units pending orders hold and whether it was
+# withdrawn, so that it can never disagree with the orders (D32).
+PET_STATUSES = ("available", "pending", "sold", "withdrawn")
+STOCK_MAX = 1_000_000_000  # the most units a pet's stock may hold (D32)
 PLANS = ("free", "pro", "business", "enterprise")
 SCOPES = ("read", "write")  # D21: read keys may only GET
 
@@ -94,6 +98,27 @@ class Placed:
     order: dict[str, Any]
     version: int
     replayed: bool
+
+
+@dataclass(frozen=True)
+class PetWrite:
+    """A pet as a write left it (D32): the pet as getPet gives it, its version then (its
+    strong ETag), and whether this call replayed the first answer of its idempotency key
+    rather than writing."""
+
+    pet: dict[str, Any]
+    version: int
+    replayed: bool = False
+
+
+@dataclass(frozen=True)
+class PetQuery:
+    """Which pets a list selects (D32): statuses (none: every pet but the withdrawn ones),
+    tags (any of them), a category; each tuple sorted and without repeats."""
+
+    statuses: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    category: str | None = None
 
 
 @dataclass(frozen=True)

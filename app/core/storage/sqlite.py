@@ -22,12 +22,15 @@ import sqlite_utils
 from app.core.errors import (
     DuplicateKey,
     DuplicateOrder,
-    DuplicatePet,
+    OutOfStock,
     PetNotInCatalogue,
+    PetWithdrawn,
     StoreUnavailable,
 )
+from app.core.storage.console_statements import CONSOLE_SCHEMA, ConsoleStatements
 from app.core.storage.group_commit import GroupCommit, Savepoints
 from app.core.storage.records import ApiKey, Changes, Placed, Transition
+from app.core.storage.sqlite_stock import PET_FOR_PLACING, SQLiteStock, add_stock_v10
 from app.core.storage.statements import (
     FEED_ERAS,
     FEED_SCHEMA,
@@ -36,13 +39,13 @@ from app.core.storage.statements import (
     KEY_LIFECYCLE,
     LIST_INDEXES,
     NEW_ORDER_COLUMNS,
-    PET_OUTSIDE_CATALOGUE,
     PLACED_KIND,
     SqlStore,
     key_values,
     placed_order,
     replayed,
 )
+from app.core.storage.stock_statements import PET_JSON, StockStatements
 from app.core.storage.webhook_statements import WEBHOOK_SCHEMA, WebhookStatements
 
 P = ParamSpec("P")
@@ -183,6 +186,15 @@ def _add_webhooks_v9(db: sqlite_utils.Database) -> None:
                "ELSE NEW.last_change END WHERE id = NEW.id; END")
 
 
+# The console's migration (D35). It is number 11 on main, after the stock's 10: a branch
+# without the stock has it as its 10th; whoever merges keeps the two in that order.
+def _add_console_v11(db: sqlite_utils.Database) -> None:
+    """The console (D35): its users, sessions and audit log, and the user who cancelled an
+    order from it."""
+    for statement in CONSOLE_SCHEMA:
+        db.execute(statement.format(id="INTEGER PRIMARY KEY"))
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _create_schema_v1,
     _add_bans_v2,
@@ -193,6 +205,8 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _add_versions_and_idempotency_keys_v7,
     _add_positions_v8,
     _add_webhooks_v9,
+    add_stock_v10,
+    _add_console_v11,
 )
 
 # The whole list as JSON, built by SQLite: reading rows into Python dicts costs several
@@ -215,13 +229,17 @@ ORDERS_JSON_PAGE = (f"SELECT group_concat({ORDER_JSON}, ','), max(id) FROM "
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-class SQLiteStore(SqlStore, WebhookStatements):
+class SQLiteStore(SQLiteStock, SqlStore, StockStatements, WebhookStatements,
+                  ConsoleStatements):
     """Orders and API keys in one SQLite file."""
 
     PARAM = "?"
     SKIP_LOCKED = ""  # a claim holds the database's write lock: no row is held by another
     KEY_LOCK = None  # every write transaction holds the database's write lock
     ORDER_JSON = ORDER_JSON
+    PET_JSON = PET_JSON.format(quote="json_quote")
+    JSON_PARAM = "?"
+    LOCK_WRITERS = None  # BEGIN IMMEDIATE holds the database's write lock
     TRUE, FALSE = "1", "0"
     local = True  # a file on this machine
 
@@ -423,20 +441,32 @@ class SQLiteStore(SqlStore, WebhookStatements):
         in one transaction; or, when the key placed one before, replay that first answer
         (IdempotencyKeyReused when the key came with another request). With
         catalogue_pets_only, a new order for a pet a non-empty catalogue does not hold is
-        PetNotInCatalogue, and nothing is kept. SQLite's write lock makes concurrent calls
-        take turns: the first places, the others replay. The transaction may hold other
-        writes of this process, each in its own savepoint (group_commit.py)."""
+        PetNotInCatalogue, and nothing is kept; so is a new order for a withdrawn pet
+        (PetWithdrawn), or for more units of a tracked pet than are available (OutOfStock,
+        D33): the pet is read in the transaction that inserts the order, under the
+        database's write lock, so no other writer can take the units between the two, and
+        pets_stock_covers_reserved would refuse the insert if one could. SQLite's write lock
+        makes concurrent calls take turns: the first places, the others replay. The
+        transaction may hold other writes of this process, each in its own savepoint
+        (group_commit.py)."""
+        pet_id, quantity = new["petId"], new["quantity"]
+
         def place(db: sqlite_utils.Database) -> Placed:
             row = db.execute(IDEMPOTENCY_FIND.format(p="?"),
                              (api_key_id, idempotency_key)).fetchone()
             if row is not None:
                 return replayed(row, fingerprint)
-            if catalogue_pets_only and db.execute(PET_OUTSIDE_CATALOGUE.format(p="?"),
-                                                  (new["petId"],)).fetchone()[0]:
-                raise PetNotInCatalogue(new["petId"])
+            catalogue, withdrawn, available = db.execute(PET_FOR_PLACING,
+                                                         (pet_id,)).fetchone()
+            if withdrawn is None and catalogue_pets_only and catalogue:
+                raise PetNotInCatalogue(pet_id)
+            if withdrawn:
+                raise PetWithdrawn(pet_id)
+            if available is not None and available < quantity:
+                raise OutOfStock(pet_id, quantity, available)
             cursor = db.execute(f"INSERT INTO orders ({NEW_ORDER_COLUMNS}, last_change) "
                                 f"VALUES (?, ?, ?, {PLACED_KIND})",
-                                (new["petId"], new["quantity"], new.get("shipDate")))
+                                (pet_id, quantity, new.get("shipDate")))
             order = placed_order(int(cursor.lastrowid or 0), new)
             db.execute("INSERT INTO idempotency_keys VALUES (?, ?, ?, ?, ?, 1, ?)",
                        (api_key_id, idempotency_key, fingerprint, order["id"],
@@ -452,50 +482,49 @@ class SQLiteStore(SqlStore, WebhookStatements):
 
     @_translate_errors
     def import_orders(self, orders: Iterable[dict[str, Any]], upsert: bool = False) -> int:
-        """Insert (or with upsert, replace) the orders in one transaction; all or nothing."""
+        """Insert (or with upsert, replace) the orders in one transaction; all or nothing.
+        Pending orders hold units of their pets as placed ones do (the triggers of
+        migration 10): one that a tracked pet's stock does not cover fails the import,
+        with StockShortfall naming the pet and how many units are missing."""
         sql = ("INSERT INTO orders (id, pet_id, quantity, ship_date, complete, status) "
                "VALUES (?, ?, ?, ?, ?, ?)")
         if upsert:  # an UPDATE of the existing order, so that its version rises (D25)
             sql += (" ON CONFLICT (id) DO UPDATE SET pet_id = excluded.pet_id, quantity = "
                     "excluded.quantity, ship_date = excluded.ship_date, complete = "
                     "excluded.complete, status = excluded.status, cancelled_at = NULL, "
-                    "cancelled_by = NULL")
-        count = 0
-        with self._write() as db:
-            for order in orders:
-                values = (
-                    order.get("id"),
-                    order.get("petId"),
-                    order.get("quantity"),
-                    order.get("shipDate"),
-                    int(bool(order.get("complete", False))),
-                    order.get("status", "pending"),
-                )
-                try:
-                    db.execute(sql, values)
-                except sqlite3.IntegrityError as exc:
-                    if "UNIQUE" in str(exc) and order.get("id") is not None:
-                        raise DuplicateOrder(order["id"]) from None
-                    raise
-                count += 1
-        return count
-
-    # pets -------------------------------------------------------------------------------
-
-    @_translate_errors
-    def import_pets(self, pets: Iterable[dict[str, Any]], upsert: bool = False) -> int:
-        """Insert (or with upsert, replace) pets in one transaction; all or nothing."""
-        verb = "INSERT OR REPLACE" if upsert else "INSERT"
-        count = 0
-        with self._write() as db:
-            for pet in pets:
-                try:
-                    db.execute(f"{verb} INTO pets (id, name) VALUES (?, ?)",
-                               (pet.get("id"), pet["name"]))
-                except sqlite3.IntegrityError:
-                    raise DuplicatePet(pet["id"]) from None
-                count += 1
-        return count
+                    "cancelled_by = NULL, cancelled_by_user = NULL")
+        rows = list(orders)
+        ids = [order.get("id") for order in rows]
+        if upsert and None not in ids and len(set(ids)) == len(ids):
+            # Each row replaces its own order, so their order changes nothing but what is
+            # held on the way: rows that hold nothing (which may release) go first, so that
+            # the import fits when its whole does, as PostgreSQL's one statement does.
+            rows.sort(key=lambda order: order.get("status", "pending") == "pending")
+        short: dict[str, Any] | None = None  # the row whose pet's stock did not cover it
+        try:
+            with self._write() as db:
+                for order in rows:
+                    values = (
+                        order.get("id"),
+                        order.get("petId"),
+                        order.get("quantity"),
+                        order.get("shipDate"),
+                        int(bool(order.get("complete", False))),
+                        order.get("status", "pending"),
+                    )
+                    try:
+                        db.execute(sql, values)
+                    except sqlite3.IntegrityError as exc:
+                        if "UNIQUE" in str(exc) and order.get("id") is not None:
+                            raise DuplicateOrder(order["id"]) from None
+                        if self._stock_check_failed(exc):
+                            short = order
+                        raise
+        except sqlite3.IntegrityError:
+            if short is None:
+                raise
+            raise self._shortfall(rows, upsert, short.get("petId")) from None
+        return len(rows)
 
     # API keys --------------------------------------------------------------------------
 

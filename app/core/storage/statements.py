@@ -233,9 +233,10 @@ class SqlStore:
         return (order_fields(rows[0][:-1]), int(rows[0][-1])) if rows else None
 
     def page_orders(self, query: OrderQuery, after: Position | None,
-                    limit: int) -> list[tuple[str, str | None, int]]:
+                    limit: int) -> list[tuple[str, str | None, int, int]]:
         """Up to limit orders the query selects, in its sort, after the position (keyset: each
-        step is an index range, never OFFSET), as (JSON, shipDate, id) in page order."""
+        step is an index range, never OFFSET), as (JSON, shipDate, id, version) in page
+        order."""
         p = self.PARAM
         filters: list[str] = []
         params: list[Any] = []
@@ -268,11 +269,11 @@ class SqlStore:
             resume = after is not None and after.ship_date is None
             steps.append((["ship_date IS NULL"] + ([f"id {later} {p}"] if resume else []),
                           (after.id,) if resume and after else (), f"id {direction}"))
-        rows: list[tuple[str, str | None, int]] = []
+        rows: list[tuple[str, str | None, int, int]] = []
         for conditions, step_params, order_by in steps:
             where = " AND ".join(filters + conditions)
             rows += self._rows(
-                f"SELECT {self.ORDER_JSON}, ship_date, id FROM orders"
+                f"SELECT {self.ORDER_JSON}, ship_date, id, version FROM orders"
                 f"{' WHERE ' + where if where else ''} ORDER BY {order_by} LIMIT {p}",
                 (*params, *step_params, limit - len(rows)))
             if len(rows) >= limit:
@@ -316,14 +317,16 @@ class SqlStore:
             params, order_id)
 
     def cancel_order(self, order_id: int, key_id: int | None, now: str,
-                     version: int | None = None) -> Transition:
+                     version: int | None = None, user_id: int | None = None) -> Transition:
         """Cancel the order if it is pending (and at version, when given), in one
-        conditional write, recording when and by which key. Of many concurrent calls,
-        exactly one reports changed."""
+        conditional write, recording when and by which key (or console user, D35). Of many
+        concurrent calls, exactly one reports changed."""
         p = self.PARAM
-        return self._move(f"status = 'cancelled', cancelled_at = {p}, cancelled_by = {p}, "
-                          "last_change = 'cancelled'",
-                          (now, key_id), order_id, "status = 'pending'", version)
+        by_user = f", cancelled_by_user = {p}" if user_id is not None else ""
+        return self._move(f"status = 'cancelled', cancelled_at = {p}, cancelled_by = {p}"
+                          f"{by_user}, last_change = 'cancelled'",
+                          (now, key_id, *((user_id,) if user_id is not None else ())),
+                          order_id, "status = 'pending'", version)
 
     def ship_order(self, order_id: int, ship_date: str,
                    version: int | None = None) -> Transition:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import flask
 
 from app.core.services import Services
@@ -27,3 +29,10 @@ def no_content(status: int = 204, headers: dict[str, str] | None = None) -> flas
     response = flask.Response(status=status, headers=headers)
     del response.headers["Content-Type"]
     return response
+
+
+def next_link(cursor: str) -> str:
+    """The Link header of a list's next page: this request's query with the next cursor."""
+    pairs = [(k, v) for k, v in flask.request.args.items(multi=True) if k != "cursor"]
+    target = f"{flask.request.path}?{urlencode([*pairs, ('cursor', cursor)], safe=',')}"
+    return f'<{target}>; rel="next"'

@@ -103,8 +103,12 @@ def test_removing_an_operation_is_an_error_at_its_line_in_the_base() -> None:
 
 
 def test_a_smaller_maximum_of_limit_is_an_error_at_the_edited_line() -> None:
-    text = edit(text_of(LIVE_V2), "        maximum: 1000\n        default: 100",
-                "        maximum: 500\n        default: 100")
+    # The orders' limit (listPets' has its own, written alike).
+    text = edit(text_of(LIVE_V2),
+                "How many orders a page holds at most.\n      schema:\n        type: integer\n"
+                "        minimum: 1\n        maximum: 1000",
+                "How many orders a page holds at most.\n      schema:\n        type: integer\n"
+                "        minimum: 1\n        maximum: 500")
     findings = review(text)
     assert {(f.id, f.level) for f in findings} == {("request-parameter-max-decreased", ERR)}
     assert {f.operation for f in findings} == {"GET /store/orders", "GET /store/order-changes"}

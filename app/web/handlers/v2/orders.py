@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import urlencode
 
 import flask
 import orjson
@@ -15,7 +14,7 @@ from app.core import orders, paging
 from app.core.storage.records import Transition
 from app.web.conditional import if_match_versions, kept, order_etag, tagged_json
 from app.web.direct import NO_CONTENT, Answer, Call, direct, json_answer
-from app.web.handlers import services
+from app.web.handlers import next_link, services
 
 
 @kept()
@@ -29,14 +28,7 @@ def list_orders(limit: int = paging.LIMIT_DEFAULT, cursor: str | None = None,
     page = paging.page(services().store, query, limit, cursor)
     body = b'{"orders":[%s],"next":%s}' % (",".join(page.orders).encode(),
                                            orjson.dumps(page.next))
-    return tagged_json(body, {"Link": _next_link(page.next)} if page.next else None)
-
-
-def _next_link(cursor: str) -> str:
-    """The Link header of the next page: this request's query with the next cursor."""
-    pairs = [(k, v) for k, v in flask.request.args.items(multi=True) if k != "cursor"]
-    target = f"{flask.request.path}?{urlencode([*pairs, ('cursor', cursor)], safe=',')}"
-    return f'<{target}>; rel="next"'
+    return tagged_json(body, {"Link": next_link(page.next)} if page.next else None)
 
 
 @kept()

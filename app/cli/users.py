@@ -1,0 +1,104 @@
+"""`petstore users`: the console's users (D35): add, list, disable, enable, and reset a
+password. A user is not an API key: it signs in to the console at /console/."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from typing import TypeVar
+
+import click
+
+from app.cli._shared import current_store, echo_table, say
+from app.core.errors import PetstoreError
+from app.core.storage.console_statements import ConsoleUser
+from app.core.users import accounts
+
+T = TypeVar("T")
+
+
+@click.group("users")
+def users_group() -> None:
+    """Add, list, disable and enable the console's users, and reset their passwords. The
+    console (/console/) is for the shop's owner and staff; there is no default user."""
+
+
+def _core(rule: Callable[..., T], name: str) -> T:
+    """rule(store, name), its refusal as the command's error message."""
+    try:
+        return rule(current_store(), name)
+    except PetstoreError as exc:
+        raise click.ClickException(exc.message) from None
+
+
+@users_group.command("add")
+@click.argument("name")
+def users_add(name: str) -> None:
+    """Add a user NAME and print a one-time password, alone, on standard output. It is
+    shown only this once (the database keeps an argon2id hash of it) and must be changed
+    at the first sign-in."""
+    user, one_time = _core(accounts.add, name)
+    say(f"Added the console user {user.name}. Its one-time password, to be changed at the "
+        "first sign-in at /console/, is shown only this once:")
+    click.echo(one_time)
+
+
+def _row(user: ConsoleUser) -> dict[str, object]:
+    return {"name": user.name, "created_at": user.created_at,
+            "last_sign_in_at": user.last_sign_in_at, "disabled_at": user.disabled_at,
+            "second_factor": user.totp_secret is not None,
+            "must_change_password": user.must_change_password}
+
+
+def _status(user: ConsoleUser) -> str:
+    if user.disabled_at:
+        return f"disabled {user.disabled_at}"
+    return "must change password" if user.must_change_password else "active"
+
+
+@users_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array on standard output.")
+def users_list(as_json: bool) -> None:
+    """List every user: when added, when last signed in, whether a second factor (TOTP)
+    is enrolled, and whether it is disabled or must change its password."""
+    found = current_store().list_console_users()
+    if as_json:
+        click.echo(json.dumps([_row(user) for user in found], indent=2))
+        return
+    if not found:
+        say("No console users yet. Add one with: petstore users add NAME")
+        return
+    echo_table(("NAME", "ADDED", "LAST SIGN-IN", "TOTP", "STATUS"),
+               [(user.name, user.created_at, user.last_sign_in_at or "never",
+                 "yes" if user.totp_secret else "no", _status(user)) for user in found])
+
+
+@users_group.command("disable")
+@click.argument("name")
+def users_disable(name: str) -> None:
+    """Disable a user: it can no longer sign in, and its sessions end at once, on every
+    worker and host."""
+    user = _core(accounts.disable, name)
+    say(f"The console user {user.name} is disabled since {user.disabled_at}.")
+
+
+@users_group.command("enable")
+@click.argument("name")
+def users_enable(name: str) -> None:
+    """Let a disabled user sign in again."""
+    say(f"The console user {_core(accounts.enable, name).name} may sign in again.")
+
+
+@users_group.command("reset-password")
+@click.argument("name")
+@click.option("--second-factor", is_flag=True,
+              help="Also remove the user's second factor (an authenticator lost).")
+def users_reset_password(name: str, second_factor: bool) -> None:
+    """Give a user a new one-time password, printed alone on standard output, to be
+    changed at the next sign-in; the user's sessions end at once. Its second factor, if
+    any, stays, unless --second-factor removes it too."""
+    one_time = _core(functools.partial(accounts.reset_password, second_factor=second_factor),
+                     name)
+    say(f"The console user {name} has a new one-time password, shown only this once:")
+    click.echo(one_time)

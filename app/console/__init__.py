@@ -1,0 +1,17 @@
+"""The shop owner's console (D35): server-rendered pages at /console/, a Flask blueprint in
+the service's own Flask app, over the same core rules as the API.
+
+- blueprint.py: the blueprint, what the running console holds, and how a page is rendered;
+- guard.py: what every request passes first: the address allow-list, the session, the
+  origin check and the synchronizer token of every POST, and the stage a page needs;
+- auth.py: signing in (password, then the authenticator's code), the first password
+  change, enrolling a second factor, signing out;
+- board.py: the orders board (v2's filters, sorts and pages), its actions, the CSV export
+  and the changes the board's script follows;
+- home.py: the home page and the audit log;
+- errors.py: every error as a page;
+- pages.py: register(), which puts them together on a Flask app.
+
+The layer that routes /console/ here, past the API's keys, quotas and JSON errors, and that
+adds the security headers is app/web/console.py.
+"""

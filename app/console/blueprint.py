@@ -1,0 +1,89 @@
+"""The console's blueprint (D35), what the running console holds, and how its pages are
+rendered."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import flask
+from werkzeug.wrappers import Response as Page  # a page or a redirect: what views answer
+
+from app.core.services import Services
+from app.core.storage import Store
+from app.core.storage.console_statements import ConsoleSession, ConsoleUser
+from app.core.users import sessions
+from app.core.users.throttle import SignInThrottle
+
+console = flask.Blueprint("console", __name__, url_prefix="/console",
+                          template_folder="templates", static_folder="static",
+                          static_url_path="/static")
+
+STATE = "petstore.console"  # the key of the running console's Console in Flask's extensions
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Console:
+    """What the console's pages share: the service's services and the sign-in throttle."""
+
+    services: Services
+    throttle: SignInThrottle
+
+
+def state() -> Console:
+    """The running console."""
+    found: Console = flask.current_app.extensions[STATE]
+    return found
+
+
+def store() -> Store:
+    """The store of the running service."""
+    return state().services.store
+
+
+# What a page needs of its visitor (guard.py reads it): PUBLIC (anyone from an allowed
+# address), or a session at one of the stages of app.core.users.sessions. A page that
+# says nothing needs an open session.
+PUBLIC = "public"
+
+
+def needs(*stages: str) -> Callable[[F], F]:
+    """The stages at which a page opens (PUBLIC: without a session)."""
+    def mark(view: F) -> F:
+        view.console_stages = stages  # type: ignore[attr-defined]
+        return view
+
+    return mark
+
+
+def stages_of(view: Callable[..., Any] | None) -> tuple[str, ...]:
+    """The stages at which a view opens."""
+    return getattr(view, "console_stages", (sessions.OPEN,))
+
+
+def visitor() -> tuple[ConsoleSession | None, ConsoleUser | None]:
+    """The session of this request and its user (guard.py finds them), or None."""
+    return flask.g.get("console_session"), flask.g.get("console_user")
+
+
+def address() -> str | None:
+    """The client's address as the service took it: from X-Forwarded-For only when a proxy
+    that PETSTORE_FORWARDED_ALLOW_IPS trusts sent it."""
+    return flask.request.remote_addr
+
+
+def render(template: str, status: int = 200, headers: dict[str, str] | None = None,
+           **context: Any) -> Page:
+    """A page of the console: its template with the visitor and the form token."""
+    session, user = visitor()
+    token = session.token if session is not None else flask.g.get("console_form_token")
+    body = flask.render_template(f"console/{template}", user=user, session=session,
+                                 token=token, **context)
+    return flask.Response(body, status, headers=headers, mimetype="text/html")
+
+
+def see_other(endpoint: str, **values: Any) -> Page:
+    """The answer to a POST that worked: 303 to the page to show (POST-redirect-GET)."""
+    return flask.redirect(flask.url_for(endpoint, **values), 303)

@@ -1,0 +1,364 @@
+"""What the SQLite and PostgreSQL stores say alike about the console (D35), written once:
+the schema of its migration and the Store's methods for console users, their sessions and
+the audit log (ConsoleStatements), with the records they hand back. Each store gives the
+placeholder and three ways to run SQL (a read, one write, several writes in one
+transaction), as for webhooks (webhook_statements.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from app.core.errors import DuplicateUser
+
+# D35 (the console's migration of both stores): console users, who are not API keys; their
+# sessions, each kept as the SHA-256 digest of its id (never the id), with its
+# synchronizer token and its stage (signed in, or still owing a new password or a second
+# factor); and the audit log. An order cancelled from the console records the user, as
+# one cancelled through the API records its key (D2). Session times are Unix times (they
+# are compared on every page); the others ISO 8601 text, as everywhere.
+CONSOLE_SCHEMA = (
+    "CREATE TABLE console_users ("
+    " id {id},"
+    " name TEXT NOT NULL,"
+    " password_hash TEXT NOT NULL,"
+    " must_change_password INTEGER NOT NULL DEFAULT 1,"
+    " totp_secret TEXT,"
+    " totp_last_step BIGINT,"
+    " disabled_at TEXT,"
+    " created_at TEXT NOT NULL,"
+    " last_sign_in_at TEXT)",
+    "CREATE UNIQUE INDEX idx_console_users_name ON console_users (name)",
+    "CREATE TABLE console_sessions ("
+    " digest TEXT PRIMARY KEY,"
+    " user_id BIGINT NOT NULL REFERENCES console_users (id),"
+    " token TEXT NOT NULL,"
+    " stage TEXT NOT NULL,"
+    " created_at DOUBLE PRECISION NOT NULL,"
+    " seen_at DOUBLE PRECISION NOT NULL)",
+    "CREATE INDEX idx_console_sessions_user_id ON console_sessions (user_id)",
+    "CREATE TABLE console_audit ("
+    " id {id},"
+    " at TEXT NOT NULL,"
+    " user_name TEXT,"
+    " address TEXT,"
+    " action TEXT NOT NULL,"
+    " detail TEXT NOT NULL DEFAULT '')",
+    "CREATE INDEX idx_console_audit_at ON console_audit (at)",
+    "ALTER TABLE orders ADD COLUMN cancelled_by_user BIGINT REFERENCES console_users (id)",
+)
+USER_COLUMNS = ("id, name, password_hash, must_change_password, totp_secret, totp_last_step, "
+                "disabled_at, created_at, last_sign_in_at")
+SESSION_COLUMNS = "digest, user_id, token, stage, created_at, seen_at"
+AUDIT_COLUMNS = "id, at, user_name, address, action, detail"
+# What update_console_user may set, and nothing else.
+USER_EDITABLE = frozenset({"password_hash", "must_change_password", "totp_secret",
+                           "totp_last_step", "disabled_at", "last_sign_in_at"})
+
+
+@dataclass(frozen=True)
+class ConsoleUser:
+    """A console user as stored: the password only as its argon2id hash; the TOTP secret
+    (base32) once a second factor is enrolled, and the last time step it accepted."""
+
+    id: int
+    name: str
+    password_hash: str
+    must_change_password: bool
+    totp_secret: str | None
+    totp_last_step: int | None
+    disabled_at: str | None
+    created_at: str
+    last_sign_in_at: str | None
+
+    @property
+    def active(self) -> bool:
+        return self.disabled_at is None
+
+
+@dataclass(frozen=True)
+class ConsoleSession:
+    """A console session as stored: the digest of its id, its user, its synchronizer token,
+    its stage (app.core.users.sessions) and when it began and was last seen (Unix times)."""
+
+    digest: str
+    user_id: int
+    token: str
+    stage: str
+    created_at: float
+    seen_at: float
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One line of the console's audit log: when, who (None before a sign-in names
+    anyone), from which address, what, and about what."""
+
+    id: int
+    at: str
+    user_name: str | None
+    address: str | None
+    action: str
+    detail: str
+
+
+def user_of(row: Sequence[Any]) -> ConsoleUser:
+    values = list(row)
+    values[3] = bool(values[3])
+    return ConsoleUser(*values)
+
+
+def session_of(row: Sequence[Any]) -> ConsoleSession:
+    digest, user_id, token, stage, created_at, seen_at = row
+    return ConsoleSession(digest, int(user_id), token, stage, float(created_at),
+                          float(seen_at))
+
+
+class ConsoleStore(Protocol):
+    """What the console's rules need from a store (D35); the Store protocol includes it."""
+
+    def create_console_user(self, name: str, password_hash: str, now: str) -> ConsoleUser:
+        """Store a new user, who must change the password at first sign-in; raises
+        DuplicateUser when the name is taken."""
+        ...
+
+    def console_user(self, name: str) -> ConsoleUser | None:
+        """The user with this name, or None."""
+        ...
+
+    def console_user_by_id(self, user_id: int) -> ConsoleUser | None:
+        """The user with this id, or None."""
+        ...
+
+    def list_console_users(self) -> list[ConsoleUser]:
+        """Every user, by name."""
+        ...
+
+    def update_console_user(self, user_id: int, changes: dict[str, Any]) -> ConsoleUser | None:
+        """Set some of the user's fields (USER_EDITABLE); the user as now, or None."""
+        ...
+
+    def use_totp_step(self, user_id: int, step: int) -> bool:
+        """Record a TOTP time step as used, if it is later than the last one used (a code
+        is good once, RFC 6238 section 5.2); whether it was."""
+        ...
+
+    def create_console_session(self, session: ConsoleSession,
+                               replacing: str | None = None) -> None:
+        """Store a new session; with replacing, end that one in the same transaction (a
+        new id at each step of signing in)."""
+        ...
+
+    def console_session(self, digest: str) -> tuple[ConsoleSession, ConsoleUser] | None:
+        """The session with this digest and its user, or None."""
+        ...
+
+    def touch_console_session(self, digest: str, seen_at: float) -> None:
+        """Note that the session was seen at this time."""
+        ...
+
+    def end_console_sessions(self, *, digest: str | None = None,
+                             user_id: int | None = None) -> int:
+        """End one session (by digest) or every session of a user; how many ended."""
+        ...
+
+    def purge_console_sessions(self, idle_before: float, begun_before: float) -> int:
+        """End the sessions last seen before idle_before or begun before begun_before."""
+        ...
+
+    def add_audit_entry(self, at: str, user_name: str | None, address: str | None,
+                        action: str, detail: str) -> None:
+        """Add a line to the audit log."""
+        ...
+
+    def audit_entries(self, limit: int, before: int | None = None) -> list[AuditEntry]:
+        """Up to limit lines of the audit log, newest first, before an entry's id."""
+        ...
+
+    def purge_audit_entries(self, before: str) -> int:
+        """Forget the audit lines written before this time; how many went."""
+        ...
+
+    def order_summary(self, shipped_from: str, shipped_to: str) -> dict[str, int]:
+        """The home page's figures: pending orders, the units they hold, and the orders
+        shipped with a shipDate in [shipped_from, shipped_to)."""
+        ...
+
+    def pet_names(self, pet_ids: Sequence[int]) -> dict[int, str]:
+        """The names of those of the pets that the store holds, by id."""
+        ...
+
+
+class ConsoleStatements:
+    """The Store's console methods (D35), the same SQL in both databases. A store gives
+    PARAM, _rows (a read), _write_rows (one write statement in a transaction of its own,
+    returning the rows its RETURNING clause gives) and _write_batch (several in one)."""
+
+    PARAM: ClassVar[str]
+
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def _write_rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def _write_batch(self, statements: Sequence[tuple[str, tuple[Any, ...]]]
+                     ) -> list[list[tuple[Any, ...]]]:
+        raise NotImplementedError
+
+    # users ------------------------------------------------------------------------------
+
+    def create_console_user(self, name: str, password_hash: str, now: str) -> ConsoleUser:
+        """Store a new user, who must change the password at first sign-in; raises
+        DuplicateUser when the name is taken."""
+        p = self.PARAM
+        rows = self._write_rows(
+            f"INSERT INTO console_users (name, password_hash, created_at) "
+            f"SELECT {p}, {p}, {p} WHERE NOT EXISTS "
+            f"(SELECT 1 FROM console_users WHERE name = {p}) RETURNING {USER_COLUMNS}",
+            (name, password_hash, now, name))
+        if not rows:
+            raise DuplicateUser(name)
+        return user_of(rows[0])
+
+    def console_user(self, name: str) -> ConsoleUser | None:
+        """The user with this name, or None."""
+        rows = self._rows(f"SELECT {USER_COLUMNS} FROM console_users WHERE name = {self.PARAM}",
+                          (name,))
+        return user_of(rows[0]) if rows else None
+
+    def console_user_by_id(self, user_id: int) -> ConsoleUser | None:
+        """The user with this id, or None."""
+        rows = self._rows(f"SELECT {USER_COLUMNS} FROM console_users WHERE id = {self.PARAM}",
+                          (user_id,))
+        return user_of(rows[0]) if rows else None
+
+    def list_console_users(self) -> list[ConsoleUser]:
+        """Every user, by name."""
+        return [user_of(row) for row in
+                self._rows(f"SELECT {USER_COLUMNS} FROM console_users ORDER BY name")]
+
+    def update_console_user(self, user_id: int, changes: dict[str, Any]) -> ConsoleUser | None:
+        """Set some of the user's fields (USER_EDITABLE); the user as now, or None."""
+        unknown = set(changes) - USER_EDITABLE
+        if unknown:
+            raise ValueError(f"not editable: {', '.join(sorted(unknown))}")
+        stored = {name: int(value) if isinstance(value, bool) else value
+                  for name, value in changes.items()}
+        if not stored:
+            return self.console_user_by_id(user_id)
+        assignments = ", ".join(f"{name} = {self.PARAM}" for name in stored)
+        rows = self._write_rows(
+            f"UPDATE console_users SET {assignments} WHERE id = {self.PARAM} "
+            f"RETURNING {USER_COLUMNS}", (*stored.values(), user_id))
+        return user_of(rows[0]) if rows else None
+
+    def use_totp_step(self, user_id: int, step: int) -> bool:
+        """Record a TOTP time step as used, if it is later than the last one used (a code
+        is good once, RFC 6238 section 5.2); whether it was. One conditional write, so of
+        two sign-ins with the same code, one passes."""
+        p = self.PARAM
+        return bool(self._write_rows(
+            f"UPDATE console_users SET totp_last_step = {p} WHERE id = {p} "
+            f"AND (totp_last_step IS NULL OR totp_last_step < {p}) RETURNING id",
+            (step, user_id, step)))
+
+    # sessions ---------------------------------------------------------------------------
+
+    def create_console_session(self, session: ConsoleSession,
+                               replacing: str | None = None) -> None:
+        """Store a new session; with replacing, end that one in the same transaction (a
+        new id at each step of signing in)."""
+        p = self.PARAM
+        statements: list[tuple[str, tuple[Any, ...]]] = []
+        if replacing is not None:
+            statements.append((f"DELETE FROM console_sessions WHERE digest = {p} "
+                               "RETURNING digest", (replacing,)))
+        statements.append((
+            f"INSERT INTO console_sessions ({SESSION_COLUMNS}) VALUES ({p}, {p}, {p}, {p}, "
+            f"{p}, {p}) RETURNING digest",
+            (session.digest, session.user_id, session.token, session.stage,
+             session.created_at, session.seen_at)))
+        self._write_batch(statements)
+
+    def console_session(self, digest: str) -> tuple[ConsoleSession, ConsoleUser] | None:
+        """The session with this digest and its user, or None."""
+        columns = ", ".join(f"s.{c.strip()}" for c in SESSION_COLUMNS.split(","))
+        users = ", ".join(f"u.{c.strip()}" for c in USER_COLUMNS.split(","))
+        rows = self._rows(f"SELECT {columns}, {users} FROM console_sessions s JOIN "
+                          f"console_users u ON u.id = s.user_id WHERE s.digest = {self.PARAM}",
+                          (digest,))
+        if not rows:
+            return None
+        return session_of(rows[0][:6]), user_of(rows[0][6:])
+
+    def touch_console_session(self, digest: str, seen_at: float) -> None:
+        """Note that the session was seen at this time."""
+        p = self.PARAM
+        self._write_rows(f"UPDATE console_sessions SET seen_at = {p} WHERE digest = {p} "
+                         "RETURNING digest", (seen_at, digest))
+
+    def end_console_sessions(self, *, digest: str | None = None,
+                             user_id: int | None = None) -> int:
+        """End one session (by digest) or every session of a user; how many ended."""
+        column, value = ("digest", digest) if digest is not None else ("user_id", user_id)
+        return len(self._write_rows(f"DELETE FROM console_sessions WHERE {column} = "
+                                    f"{self.PARAM} RETURNING digest", (value,)))
+
+    def purge_console_sessions(self, idle_before: float, begun_before: float) -> int:
+        """End the sessions last seen before idle_before or begun before begun_before."""
+        p = self.PARAM
+        return len(self._write_rows(f"DELETE FROM console_sessions WHERE seen_at < {p} "
+                                    f"OR created_at < {p} RETURNING digest",
+                                    (idle_before, begun_before)))
+
+    # the audit log ----------------------------------------------------------------------
+
+    def add_audit_entry(self, at: str, user_name: str | None, address: str | None,
+                        action: str, detail: str) -> None:
+        """Add a line to the audit log."""
+        p = self.PARAM
+        self._write_rows(f"INSERT INTO console_audit (at, user_name, address, action, detail) "
+                         f"VALUES ({p}, {p}, {p}, {p}, {p}) RETURNING id",
+                         (at, user_name, address, action, detail))
+
+    def audit_entries(self, limit: int, before: int | None = None) -> list[AuditEntry]:
+        """Up to limit lines of the audit log, newest first, before an entry's id."""
+        p = self.PARAM
+        where = f" WHERE id < {p}" if before is not None else ""
+        params = (before, limit) if before is not None else (limit,)
+        rows = self._rows(f"SELECT {AUDIT_COLUMNS} FROM console_audit{where} "
+                          f"ORDER BY id DESC LIMIT {p}", params)
+        return [AuditEntry(*row) for row in rows]
+
+    def purge_audit_entries(self, before: str) -> int:
+        """Forget the audit lines written before this time; how many went."""
+        return len(self._write_rows(f"DELETE FROM console_audit WHERE at < {self.PARAM} "
+                                    "RETURNING id", (before,)))
+
+    # the home page -----------------------------------------------------------------------
+
+    def order_summary(self, shipped_from: str, shipped_to: str) -> dict[str, int]:
+        """The home page's figures: pending orders, the units they hold, and the orders
+        shipped with a shipDate in [shipped_from, shipped_to); each a range of an index of
+        the v2 list's (status, ship_date)."""
+        p = self.PARAM
+        pending, units = self._rows("SELECT count(*), coalesce(sum(quantity), 0) FROM orders "
+                                    "WHERE status = 'pending'")[0]
+        shipped = self._rows(f"SELECT count(*) FROM orders WHERE ship_date >= {p} AND "
+                             f"ship_date < {p} AND status = 'shipped'",
+                             (shipped_from, shipped_to))[0][0]
+        return {"pending": int(pending), "units": int(units), "shipped_today": int(shipped)}
+
+    def pet_names(self, pet_ids: Sequence[int]) -> dict[int, str]:
+        """The names of those of the pets that the store holds, by id: one query for a
+        page's pets (at most 500 ids a query, under either database's parameter limit)."""
+        names: dict[int, str] = {}
+        ids = sorted(set(pet_ids))
+        for start in range(0, len(ids), 500):
+            chunk = tuple(ids[start:start + 500])
+            marks = ", ".join([self.PARAM] * len(chunk))
+            names.update((int(pet_id), str(name)) for pet_id, name in self._rows(
+                f"SELECT id, name FROM pets WHERE id IN ({marks})", chunk))
+        return names

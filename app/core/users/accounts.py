@@ -1,0 +1,205 @@
+"""Console users and signing in (D35): the rules the CLI's `users` and the console's pages
+share.
+
+A user is made by `petstore users add NAME` with a random one-time password, which must be
+changed at the first sign-in; there is no default account. A disabled user cannot sign in
+and its sessions end. Signing in takes the name and the password, then, for a user with a
+second factor, the current code of an authenticator (TOTP, RFC 6238, through pyotp). Every
+sign-in, failed sign-in and action of the console goes to the audit log (record), kept for
+PETSTORE_CONSOLE_AUDIT_DAYS days.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import time
+
+import pyotp
+
+from app.core.errors import (
+    InvalidUserName,
+    PasswordRefused,
+    SignInFailed,
+    UserNotFound,
+    WrongCode,
+)
+from app.core.orders import format_time, utc_now
+from app.core.storage import Store
+from app.core.storage.console_statements import ConsoleUser
+from app.core.users import passwords
+
+NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}\Z")
+ISSUER = "Pet Store Orders"  # what an authenticator app shows beside the user's name
+
+
+def check_name(name: str) -> str:
+    """A user's name, if it is one: 1 to 64 letters, digits, dots, dashes, underscores or
+    @ (it appears in the audit log and on pages, so plain)."""
+    if not NAME.match(name):
+        raise InvalidUserName()
+    return name
+
+
+def user(store: Store, name: str) -> ConsoleUser:
+    """The user with this name; raises UserNotFound."""
+    found = store.console_user(name)
+    if found is None:
+        raise UserNotFound(name)
+    return found
+
+
+def add(store: Store, name: str) -> tuple[ConsoleUser, str]:
+    """A new user and its one-time password (to be changed at the first sign-in); raises
+    DuplicateUser."""
+    one_time = passwords.one_time_password()
+    made = store.create_console_user(check_name(name), passwords.hash_password(one_time),
+                                     utc_now())
+    record(store, None, None, "user added", name)
+    return made, one_time
+
+
+def reset_password(store: Store, name: str, second_factor: bool = False) -> str:
+    """Give the user a new one-time password (to be changed at the next sign-in) and end
+    its sessions; with second_factor, also remove its TOTP secret (an authenticator lost),
+    so that it signs in with the password alone until it sets one up again. The
+    password."""
+    found = user(store, name)
+    one_time = passwords.one_time_password()
+    changes: dict[str, object] = {"password_hash": passwords.hash_password(one_time),
+                                  "must_change_password": True}
+    if second_factor:
+        changes.update(totp_secret=None, totp_last_step=None)
+    store.update_console_user(found.id, changes)
+    store.end_console_sessions(user_id=found.id)
+    record(store, None, None, "password reset" + (" and second factor removed"
+                                                  if second_factor else ""), name)
+    return one_time
+
+
+def disable(store: Store, name: str) -> ConsoleUser:
+    """Disable the user (once: the first time is kept) and end its sessions at once."""
+    found = user(store, name)
+    if found.disabled_at is not None:
+        return found
+    changed = store.update_console_user(found.id, {"disabled_at": utc_now()})
+    store.end_console_sessions(user_id=found.id)
+    record(store, None, None, "user disabled", name)
+    assert changed is not None
+    return changed
+
+
+def enable(store: Store, name: str) -> ConsoleUser:
+    """Let a disabled user sign in again."""
+    found = user(store, name)
+    changed = store.update_console_user(found.id, {"disabled_at": None})
+    record(store, None, None, "user enabled", name)
+    assert changed is not None
+    return changed
+
+
+def sign_in(store: Store, name: str, password: str, address: str | None) -> ConsoleUser:
+    """The user whose name and password these are, if it may sign in; else SignInFailed,
+    the same for an unknown name, a disabled user and a wrong password, after the same
+    time (a verification of a hash each), so that the answer tells nothing of who exists.
+    Each outcome goes to the audit log."""
+    found = store.console_user(name) if NAME.match(name) else None
+    if found is None or not found.active:
+        passwords.verify_nobody(password)
+        record(store, None, address, "sign-in failed", name[:64])
+        raise SignInFailed()
+    if not passwords.verify(found.password_hash, password):
+        record(store, None, address, "sign-in failed", found.name)
+        raise SignInFailed()
+    changes: dict[str, object] = {"last_sign_in_at": utc_now()}
+    if passwords.needs_rehash(found.password_hash):
+        changes["password_hash"] = passwords.hash_password(password)
+    signed = store.update_console_user(found.id, changes)
+    record(store, found.name, address, "signed in (password)", "")
+    return signed or found
+
+
+def change_password(store: Store, found: ConsoleUser, current: str, new: str,
+                    address: str | None) -> ConsoleUser:
+    """Set a new password after checking the current one (SignInFailed) and the new one
+    against D35's rules (PasswordRefused); ends every session of the user, this one
+    included (the caller opens the next)."""
+    if not passwords.verify(found.password_hash, current):
+        record(store, found.name, address, "password change refused", "wrong current password")
+        raise SignInFailed()
+    checked = passwords.check_new(new, found.name)
+    if passwords.verify(found.password_hash, checked):
+        raise PasswordRefused("Choose a password other than the current one.")
+    changed = store.update_console_user(found.id, {
+        "password_hash": passwords.hash_password(checked), "must_change_password": False})
+    store.end_console_sessions(user_id=found.id)
+    record(store, found.name, address, "password changed", "")
+    assert changed is not None
+    return changed
+
+
+# TOTP (RFC 6238): 30-second steps, 6 digits, SHA-1, as every authenticator app reads an
+# otpauth URI; the step before and after the current one are accepted for clocks that
+# drift, and each step at most once (use_totp_step).
+TOTP_WINDOW = 1
+
+
+def new_totp_secret() -> str:
+    """A new TOTP secret (160 bits, base32, as RFC 4226 recommends)."""
+    return pyotp.random_base32(32)
+
+
+def totp_uri(secret: str, name: str) -> str:
+    """The otpauth URI an authenticator app reads (from its QR code, or typed)."""
+    return pyotp.TOTP(secret).provisioning_uri(name=name, issuer_name=ISSUER)
+
+
+def _accepted_step(secret: str, code: str, now: float) -> int | None:
+    """The time step whose code this is, within TOTP_WINDOW steps of now, or None."""
+    totp = pyotp.TOTP(secret)
+    code = code.strip().replace(" ", "")
+    if not (code.isascii() and code.isdigit() and len(code) == totp.digits):
+        return None
+    step = int(now // totp.interval)
+    for candidate in range(step - TOTP_WINDOW, step + TOTP_WINDOW + 1):
+        if totp.verify(code, for_time=candidate * totp.interval):
+            return candidate
+    return None
+
+
+def check_code(store: Store, found: ConsoleUser, code: str, address: str | None,
+               now: float | None = None) -> None:
+    """Accept the current code of the user's authenticator, once; else WrongCode."""
+    step = (_accepted_step(found.totp_secret, code, time.time() if now is None else now)
+            if found.totp_secret else None)
+    if step is None or not store.use_totp_step(found.id, step):
+        record(store, found.name, address, "sign-in failed", "wrong code")
+        raise WrongCode()
+    record(store, found.name, address, "signed in (code)", "")
+
+
+def enrol_totp(store: Store, found: ConsoleUser, secret: str, code: str,
+               address: str | None, now: float | None = None) -> ConsoleUser:
+    """Make the secret the user's second factor, once a code of it proves that the user's
+    authenticator holds it; else WrongCode."""
+    step = _accepted_step(secret, code, time.time() if now is None else now)
+    if step is None:
+        raise WrongCode()
+    changed = store.update_console_user(found.id, {"totp_secret": secret,
+                                                   "totp_last_step": step})
+    record(store, found.name, address, "second factor enrolled", "")
+    assert changed is not None
+    return changed
+
+
+def record(store: Store, user_name: str | None, address: str | None, action: str,
+           detail: str) -> None:
+    """A line of the audit log: who (None before a sign-in names anyone), from where,
+    what, about what."""
+    store.add_audit_entry(utc_now(), user_name, address, action, detail)
+
+
+def forget_old_audit(store: Store, days: int) -> int:
+    """Forget the audit lines older than so many days; how many went."""
+    return store.purge_audit_entries(format_time(dt.datetime.now(dt.UTC)
+                                                 - dt.timedelta(days=days)))

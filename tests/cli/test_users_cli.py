@@ -1,0 +1,83 @@
+"""`petstore users` (D35): a user is added with a one-time password printed alone on
+standard output, listed, disabled (its sessions end), enabled, and given a new one-time
+password; the database keeps only an argon2id hash."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from app.core.config import Settings
+from app.core.storage import open_store
+from app.core.users import accounts, sessions
+from tests.cli.test_cli import run
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "cli.db"
+
+
+def listed(db: Path) -> list[dict]:
+    return json.loads(run(db, "users", "list", "--json").stdout)
+
+
+def test_a_user_is_added_with_a_one_time_password_shown_once(db: Path) -> None:
+    added = run(db, "users", "add", "ann")
+    assert added.exit_code == 0, added.output
+    one_time = added.stdout.strip()
+    assert len(one_time) == 20 and "\n" not in one_time
+    assert "shown only this once" in added.stderr
+    with sqlite3.connect(db) as conn:
+        stored = conn.execute("SELECT password_hash FROM console_users").fetchone()[0]
+    assert stored.startswith("$argon2id$") and one_time not in stored
+    store = open_store(Settings(database=str(db)))
+    assert accounts.sign_in(store, "ann", one_time, None).must_change_password
+    again = run(db, "users", "add", "ann")
+    assert again.exit_code == 1 and "exists already" in again.output
+    bad = run(db, "users", "add", "<ann>")
+    assert bad.exit_code == 1 and "letters, digits" in bad.output
+
+
+def test_users_are_listed_and_disabled_and_their_sessions_end(db: Path) -> None:
+    assert "No console users yet" in run(db, "users", "list").output
+    run(db, "users", "add", "ann")
+    run(db, "users", "add", "bob")
+    store = open_store(Settings(database=str(db)))
+    bob = store.console_user("bob")
+    assert bob is not None
+    opened = sessions.open_session(store, bob, sessions.OPEN, 1000.0)
+    disabled = run(db, "users", "disable", "bob")
+    assert disabled.exit_code == 0 and "disabled since" in disabled.output
+    assert store.console_session(opened.session.digest) is None
+    rows = {row["name"]: row for row in listed(db)}
+    assert rows["bob"]["disabled_at"] and not rows["ann"]["disabled_at"]
+    assert rows["ann"]["must_change_password"] and not rows["ann"]["second_factor"]
+    table = run(db, "users", "list").stdout.splitlines()
+    assert table[0].split() == ["NAME", "ADDED", "LAST", "SIGN-IN", "TOTP", "STATUS"]
+    assert "disabled" in table[2] and table[2].startswith("bob")
+    assert run(db, "users", "enable", "bob").exit_code == 0
+    assert not {row["name"]: row for row in listed(db)}["bob"]["disabled_at"]
+    missing = run(db, "users", "disable", "carol")
+    assert missing.exit_code == 1 and "No console user is named carol" in missing.output
+
+
+def test_a_reset_gives_a_new_one_time_password_and_ends_sessions(db: Path) -> None:
+    first = run(db, "users", "add", "ann").stdout.strip()
+    store = open_store(Settings(database=str(db)))
+    ann = store.console_user("ann")
+    assert ann is not None
+    opened = sessions.open_session(store, ann, sessions.OPEN, 1000.0)
+    reset = run(db, "users", "reset-password", "ann")
+    assert reset.exit_code == 0
+    second = reset.stdout.strip()
+    assert second != first and store.console_session(opened.session.digest) is None
+    assert accounts.sign_in(store, "ann", second, None).must_change_password
+    store.update_console_user(ann.id, {"totp_secret": "A" * 32})
+    run(db, "users", "reset-password", "ann")
+    assert store.console_user("ann").totp_secret == "A" * 32  # type: ignore[union-attr]
+    lost = run(db, "users", "reset-password", "ann", "--second-factor")
+    assert lost.exit_code == 0 and store.console_user("ann").totp_secret is None  # type: ignore[union-attr]

@@ -1,0 +1,106 @@
+"""The console's pages through the service's own test client (the whole chain, so the
+console layer, the guard and the blueprint, over a real SQLite file): a person's browser,
+short of running scripts. tests/e2e/test_console_browser.py is the real browser's."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from connexion import FlaskApp
+
+from app.core.config import Settings
+from app.core.storage import Store
+from app.core.users import accounts
+from app.web import create_app
+
+ORIGIN = "http://testserver"  # the test client's own origin
+GOOD = "correct horse battery staple 42"
+TOKEN = re.compile(r'name="token" value="([^"]+)"')
+ORDERS = [
+    {"id": 1, "petId": 10, "quantity": 2, "complete": False, "status": "pending"},
+    {"id": 2, "petId": 20, "quantity": 1, "shipDate": "2026-11-20T10:00:00Z",
+     "complete": False, "status": "shipped"},
+    {"id": 3, "petId": 10, "quantity": 5, "complete": False, "status": "cancelled"},
+    {"id": 4, "petId": 30, "quantity": 3, "complete": False, "status": "pending"},
+]
+
+
+class Visitor:
+    """A test client as a person's browser uses the console: it keeps cookies, sends the
+    forms of the page it last read (their token included), from the console's own origin
+    unless told otherwise, and follows no redirect by itself."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.page = ""
+
+    def get(self, path: str, **kwargs: Any) -> Any:
+        response = self.client.get(path, follow_redirects=False, **kwargs)
+        self._read(response)
+        return response
+
+    def _read(self, response: Any) -> None:
+        """A page a browser shows (not a redirect's) becomes the page it is on."""
+        if (not 300 <= response.status_code < 400
+                and response.headers.get("content-type", "").startswith("text/html")):
+            self.page = response.text
+
+    def token(self) -> str:
+        found = TOKEN.search(self.page)
+        assert found, "the page has no form"
+        return found.group(1)
+
+    def post(self, path: str, data: dict[str, Any] | None = None, *, token: str | None = None,
+             headers: dict[str, str] | None = None) -> Any:
+        form = {"token": self.token() if token is None else token, **(data or {})}
+        sent = {"Origin": ORIGIN, "Sec-Fetch-Site": "same-origin", **(headers or {})}
+        response = self.client.post(path, data=form, headers=sent, follow_redirects=False)
+        self._read(response)
+        return response
+
+    def follow(self, response: Any) -> Any:
+        """The page a 303 sends the browser to."""
+        assert response.status_code == 303, (response.status_code, response.text[:300])
+        return self.get(response.headers["location"])
+
+    def sign_in(self, name: str, password: str) -> Any:
+        self.get("/console/sign-in")
+        return self.post("/console/sign-in", {"name": name, "password": password})
+
+
+@pytest.fixture
+def console_settings(settings: Settings) -> Settings:
+    """The test client's address is "testclient", no IP address: the console answers any
+    address here, except in the test of PETSTORE_CONSOLE_ALLOW."""
+    return settings.replace(console_allow="*")
+
+
+@pytest.fixture
+def app(console_settings: Settings, store: Store) -> FlaskApp:
+    store.import_orders(ORDERS)
+    return create_app(console_settings)
+
+
+@pytest.fixture
+def visitor(app: FlaskApp) -> Iterator[Visitor]:
+    with app.test_client() as client:
+        yield Visitor(client)
+
+
+@pytest.fixture
+def owner(store: Store) -> str:
+    """A user "owner" with the password GOOD, changed from the one-time one."""
+    user, one_time = accounts.add(store, "owner")
+    accounts.change_password(store, user, one_time, GOOD, None)
+    return "owner"
+
+
+@pytest.fixture
+def signed_in(visitor: Visitor, owner: str) -> Visitor:
+    """The visitor, signed in as the owner, on the home page."""
+    visitor.follow(visitor.sign_in(owner, GOOD))
+    assert "Pending orders" in visitor.page
+    return visitor

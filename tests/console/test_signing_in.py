@@ -1,0 +1,244 @@
+"""Signing in to the console and its refusals (D35), as a visitor sees them: the first
+sign-in changes the one-time password, each step a new session, sign-out ends the session
+wherever its cookie is copied, a form from another site or without its token changes
+nothing, the sixth failure waits, an address outside PETSTORE_CONSOLE_ALLOW is refused, no
+API key opens the console and no quota meters it, and every answer is a page with the
+security headers."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pyotp
+
+from app.core.config import Settings
+from app.core.storage import Store
+from app.core.users import accounts
+from app.web import create_app
+from tests.console.conftest import GOOD, ORIGIN, Visitor
+from tests.support import make_key
+
+SECURITY = {
+    "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+                               "img-src 'self'; connect-src 'self'; form-action 'self'; "
+                               "frame-ancestors 'none'; base-uri 'none'",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+    "x-frame-options": "DENY",
+    "cache-control": "no-store",
+}
+
+
+def _assert_page(response: object, status: int, words: str) -> None:
+    assert response.status_code == status, (response.status_code, response.text[:400])  # type: ignore[attr-defined]
+    headers = response.headers  # type: ignore[attr-defined]
+    assert headers["content-type"].startswith("text/html")
+    assert words in response.text, response.text[:600]  # type: ignore[attr-defined]
+    for name, value in SECURITY.items():
+        assert headers[name] == value, name
+    assert headers["x-request-id"]
+
+
+def test_the_first_sign_in_changes_the_one_time_password(visitor: Visitor,
+                                                         store: Store) -> None:
+    _, one_time = accounts.add(store, "ann")
+    first = visitor.get("/console/")
+    assert first.status_code == 303 and first.headers["location"] == "/console/sign-in"
+    _assert_page(visitor.follow(first), 200, "Sign in")
+    signed = visitor.post("/console/sign-in", {"name": "ann", "password": one_time})
+    assert signed.headers["location"] == "/console/account/password"
+    cookie = signed.headers["set-cookie"]
+    assert cookie.startswith("petstore-console=") and "HttpOnly" in cookie
+    assert "SameSite=Strict" in cookie and "Path=/" in cookie
+    _assert_page(visitor.follow(signed), 200, "Choose your password")
+    # Nothing else opens until it is changed.
+    assert visitor.get("/console/orders").headers["location"] == "/console/account/password"
+    refused = visitor.post("/console/account/password", {
+        "current": one_time, "new": "password1234", "repeat": "password1234"})
+    _assert_page(refused, 200, "list of common passwords")
+    changed = visitor.post("/console/account/password", {
+        "current": one_time, "new": GOOD, "repeat": GOOD})
+    assert changed.headers["location"] == "/console/"
+    _assert_page(visitor.follow(changed), 200, "Pending orders")
+    assert [e.action for e in store.audit_entries(3)] == [
+        "password changed", "signed in (password)", "user added"]
+
+
+def test_a_wrong_password_and_an_unknown_name_read_alike(visitor: Visitor, owner: str) -> None:
+    wrong = visitor.sign_in(owner, "not the password")
+    unknown = visitor.sign_in("nobody", GOOD)
+    assert wrong.status_code == unknown.status_code == 200
+    said = [re.search(r'role="alert">([^<]+)<', r.text).group(1) for r in (wrong, unknown)]  # type: ignore[union-attr]
+    assert said[0] == said[1]
+    assert "set-cookie" not in wrong.headers or "petstore-console=" not in wrong.headers[
+        "set-cookie"]
+
+
+def test_signing_out_ends_the_session_for_a_copy_of_its_cookie(signed_in: Visitor,
+                                                               store: Store) -> None:
+    cookie = signed_in.client.cookies["petstore-console"]
+    token = signed_in.token()
+    out = signed_in.post("/console/sign-out")
+    assert out.headers["location"] == "/console/sign-in?out=1"
+    assert out.headers["set-cookie"].startswith("petstore-console=")
+    assert "Max-Age=0" in out.headers["set-cookie"]
+    # Another browser, or the same one after a copy of its cookie was put back.
+    signed_in.client.cookies.clear()
+    with_cookie = {"Cookie": f"petstore-console={cookie}"}
+    again = signed_in.get("/console/orders", headers=with_cookie)
+    assert again.status_code == 303 and again.headers["location"] == "/console/sign-in"
+    acted = signed_in.post("/console/orders/1/cancel", {"version": "1"}, token=token,
+                           headers=with_cookie)
+    _assert_page(acted, 403, "did not come from this console")
+    assert store.get_order(1)["status"] == "pending"  # type: ignore[index]
+
+
+def test_a_form_from_another_site_changes_nothing(signed_in: Visitor, store: Store) -> None:
+    for headers in ({"Origin": "https://shop.example", "Sec-Fetch-Site": "cross-site"},
+                    {"Origin": "https://shop.example"},
+                    {"Origin": "null", "Sec-Fetch-Site": "cross-site"},
+                    {"Sec-Fetch-Site": "same-site", "Origin": "http://sub.testserver"}):
+        refused = signed_in.client.post(
+            "/console/orders/1/cancel", data={"token": signed_in.token(), "version": "1"},
+            headers=headers, follow_redirects=False)
+        _assert_page(refused, 403, "did not come from this console")
+    no_origin = signed_in.client.post("/console/orders/1/cancel",
+                                      data={"token": signed_in.token(), "version": "1"},
+                                      follow_redirects=False)
+    assert no_origin.status_code == 403
+    without_token = signed_in.post("/console/orders/1/cancel", {"version": "1"}, token="")
+    _assert_page(without_token, 403, "did not come from this console")
+    assert store.get_order(1)["status"] == "pending"  # type: ignore[index]
+
+
+def test_the_sign_in_form_needs_its_own_token_and_origin(visitor: Visitor, owner: str) -> None:
+    visitor.get("/console/sign-in")
+    token = visitor.token()
+    forged = visitor.post("/console/sign-in", {"name": owner, "password": GOOD},
+                          token="made-up")
+    _assert_page(forged, 403, "did not come from this console")
+    cross = visitor.post("/console/sign-in", {"name": owner, "password": GOOD}, token=token,
+                         headers={"Origin": "https://elsewhere.example",
+                                  "Sec-Fetch-Site": "cross-site"})
+    assert cross.status_code == 403
+    assert visitor.post("/console/sign-in", {"name": owner, "password": GOOD},
+                        token=token).status_code == 303
+
+
+def test_the_sixth_wrong_password_waits(visitor: Visitor, owner: str, store: Store) -> None:
+    for _ in range(5):
+        assert visitor.sign_in(owner, "wrong password!").status_code == 200
+    sixth = visitor.sign_in(owner, GOOD)  # even the right one, now
+    _assert_page(sixth, 429, "Too many failed sign-ins")
+    assert 14 * 60 < int(sixth.headers["retry-after"]) <= 15 * 60
+    assert store.audit_entries(1)[0].action == "sign-in refused"
+
+
+def test_an_address_outside_the_allow_list_is_refused(settings: Settings, store: Store,
+                                                      owner: str) -> None:
+    # Loopback by default; the test client's address is "testclient".
+    with create_app(settings).test_client() as client:
+        for path in ("/console/", "/console/sign-in", "/console/static/console.css",
+                     "/console/nowhere"):
+            _assert_page(client.get(path, follow_redirects=False), 403,
+                         "does not answer this address")
+        posted = client.post("/console/sign-in", data={"name": owner, "password": GOOD},
+                             headers={"Origin": ORIGIN}, follow_redirects=False)
+        assert posted.status_code == 403
+    assert store.audit_entries(1)[0].action != "signed in (password)"
+
+
+def test_an_api_key_opens_nothing_and_no_quota_counts(visitor: Visitor, store: Store) -> None:
+    key = make_key(store, per_minute=None)
+    for _ in range(3):
+        answer = visitor.get("/console/", headers={"Authorization": f"Bearer {key}"})
+        assert answer.status_code == 303 and answer.headers["location"] == "/console/sign-in"
+        assert "x-ratelimit-limit" not in answer.headers
+    api = visitor.client.get("/v2/store/orders/1", headers={"Authorization": f"Bearer {key}"})
+    assert int(api.headers["x-ratelimit-remaining"]) == int(api.headers["x-ratelimit-limit"]) - 1
+
+
+def test_errors_are_pages_not_error_objects(signed_in: Visitor) -> None:
+    _assert_page(signed_in.get("/console/nowhere"), 404, "No such page")
+    _assert_page(signed_in.get("/console/orders/1/ship"), 404, "No such page")
+    _assert_page(signed_in.get("/console/orders?cursor=forged"), 400, "first page")
+    _assert_page(signed_in.client.put("/console/orders", headers={"Origin": ORIGIN}), 404,
+                 "No such page")
+    bare = signed_in.get("/console")
+    assert bare.status_code == 308 and bare.headers["location"] == "/console/"
+
+
+def test_the_second_factor_is_enrolled_then_asked_at_each_sign_in(
+        signed_in: Visitor, store: Store) -> None:
+    page = signed_in.get("/console/account/second-factor")
+    _assert_page(page, 200, "Scan this code")
+    assert "<svg" in page.text and "<script" not in page.text
+    assert 'id="otpauth">otpauth://totp/Pet%20Store%20Orders:owner?secret=' in page.text
+    secret = re.search(r'name="secret" value="([A-Z2-7]{32})"', page.text).group(1)  # type: ignore[union-attr]
+    wrong = signed_in.post("/console/account/second-factor", {"secret": secret,
+                                                              "code": "12345"})
+    _assert_page(wrong, 200, "not the current one")
+    enrolled = signed_in.post("/console/account/second-factor",
+                              {"secret": secret, "code": pyotp.TOTP(secret).now()})
+    assert enrolled.headers["location"] == "/console/"
+    signed_in.follow(enrolled)
+    signed_in.follow(signed_in.post("/console/sign-out"))
+    asked = signed_in.sign_in("owner", GOOD)
+    assert asked.headers["location"] == "/console/sign-in/code"
+    assert signed_in.get("/console/").headers["location"] == "/console/sign-in/code"
+    signed_in.get("/console/sign-in/code")
+    # The code that enrolled it was used; the next step's is good.
+    later = pyotp.TOTP(secret).at(time.time() + 30)
+    opened = signed_in.post("/console/sign-in/code", {"code": later})
+    assert opened.headers["location"] == "/console/"
+
+
+def test_a_required_second_factor_is_enrolled_before_the_console_opens(
+        console_settings: Settings, store: Store, owner: str) -> None:
+    with create_app(console_settings.replace(console_require_totp=True)).test_client() as c:
+        visitor = Visitor(c)
+        signed = visitor.sign_in(owner, GOOD)
+        assert signed.headers["location"] == "/console/account/second-factor"
+        assert visitor.get("/console/orders").headers["location"] == (
+            "/console/account/second-factor")
+        _assert_page(visitor.follow(signed), 200, "asks every user")
+
+
+def test_over_https_the_cookies_are_secure_and_host_only(app: object, owner: str) -> None:
+    """Over HTTPS (directly, or through a proxy PETSTORE_FORWARDED_ALLOW_IPS trusts, which
+    is how the request's scheme is taken), the cookies are Secure with the __Host- prefix,
+    and the browser is told to keep to HTTPS."""
+    with app.test_client(base_url="https://testserver") as client:  # type: ignore[attr-defined]
+        visitor = Visitor(client)
+        form = visitor.get("/console/sign-in")
+        assert form.headers["strict-transport-security"] == "max-age=31536000"
+        assert form.headers["set-cookie"].startswith("__Host-petstore-console-form=")
+        signed = visitor.post("/console/sign-in", {"name": owner, "password": GOOD},
+                              headers={"Origin": "https://testserver"})
+        cookie = signed.headers["set-cookie"]
+        assert cookie.startswith("__Host-petstore-console=")
+        for part in ("Secure", "HttpOnly", "Path=/", "SameSite=Strict"):
+            assert part in cookie
+        assert "Domain" not in cookie
+        # The plain-HTTP origin is another origin: its form is refused.
+        for headers in ({"Origin": ORIGIN, "Sec-Fetch-Site": "same-site"},
+                        {"Origin": ORIGIN, "Sec-Fetch-Site": ""}):
+            refused = visitor.post("/console/sign-out", headers=headers)
+            assert refused.status_code == 403
+        client.headers.pop("Sec-Fetch-Site", None)
+        plain = client.post("/console/sign-out", data={"token": visitor.token()},
+                            headers={"Origin": ORIGIN}, follow_redirects=False)
+        assert plain.status_code == 403
+
+
+def test_the_audit_log_shows_who_did_what_from_where(signed_in: Visitor, store: Store) -> None:
+    signed_in.get("/console/orders")
+    signed_in.post("/console/orders/1/cancel", {"version": str(store.order_version(1))})
+    accounts.record(store, None, "10.0.0.7", "sign-in failed", "<script>x</script>")
+    page = signed_in.get("/console/audit").text
+    rows = re.findall(r"<tr><td>[^<]+</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td>"
+                      r"<td>([^<]*)</td></tr>", page)
+    assert rows[:3] == [("-", "10.0.0.7", "sign-in failed", "&lt;script&gt;x&lt;/script&gt;"),
+                        ("owner", "testclient", "cancel", "order 1"),
+                        ("owner", "testclient", "signed in (password)", "")]

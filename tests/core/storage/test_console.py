@@ -1,0 +1,133 @@
+"""The console's users, sessions and audit log over each store (D35): names are unique,
+sessions are found by digest with their user and end one by one or all of a user's, a TOTP
+step is used once, a cancel from the console records its user, the home page's figures."""
+
+from __future__ import annotations
+
+from app.core import orders
+from app.core.errors import DuplicateUser
+from app.core.storage import Store
+from app.core.storage.console_statements import ConsoleSession
+from tests.core.storage.conftest import Place
+
+NOW = "2026-11-24T10:00:00Z"
+
+
+def _session(user_id: int, digest: str, at: float = 1000.0) -> ConsoleSession:
+    return ConsoleSession(digest, user_id, f"token-{digest}", "open", at, at)
+
+
+def test_a_user_name_is_taken_once(store: Store) -> None:
+    made = store.create_console_user("ann", "hash", NOW)
+    assert (made.name, made.must_change_password, made.totp_secret, made.active) == (
+        "ann", True, None, True)
+    try:
+        store.create_console_user("ann", "other", NOW)
+    except DuplicateUser as exc:
+        assert "ann" in exc.message
+    else:
+        raise AssertionError("a second ann was stored")
+    assert [u.name for u in store.list_console_users()] == ["ann"]
+    assert store.console_user("ann") == store.console_user_by_id(made.id) == made
+    assert store.console_user("bob") is None
+
+
+def test_a_users_fields_change_and_only_those_that_may(store: Store) -> None:
+    made = store.create_console_user("ann", "hash", NOW)
+    changed = store.update_console_user(made.id, {"must_change_password": False,
+                                                  "totp_secret": "S" * 32,
+                                                  "disabled_at": NOW})
+    assert changed is not None
+    assert (changed.must_change_password, changed.totp_secret, changed.active) == (
+        False, "S" * 32, False)
+    try:
+        store.update_console_user(made.id, {"name": "eve"})
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a name was changed")
+    assert store.update_console_user(999, {"disabled_at": NOW}) is None
+
+
+def test_a_totp_step_is_used_once_and_only_forward(store: Store) -> None:
+    made = store.create_console_user("ann", "hash", NOW)
+    assert store.use_totp_step(made.id, 100)
+    assert not store.use_totp_step(made.id, 100)  # the same code again
+    assert not store.use_totp_step(made.id, 99)  # an older one
+    assert store.use_totp_step(made.id, 101)
+
+
+def test_sessions_are_found_by_digest_and_end_one_or_all(store: Store) -> None:
+    ann = store.create_console_user("ann", "hash", NOW)
+    bob = store.create_console_user("bob", "hash", NOW)
+    for digest, user in (("a1", ann), ("a2", ann), ("b1", bob)):
+        store.create_console_session(_session(user.id, digest))
+    found = store.console_session("a1")
+    assert found is not None and found[0] == _session(ann.id, "a1") and found[1] == ann
+    store.touch_console_session("a1", 1500.0)
+    touched = store.console_session("a1")
+    assert touched is not None and touched[0].seen_at == 1500.0
+    assert store.end_console_sessions(digest="a1") == 1
+    assert store.console_session("a1") is None
+    assert store.end_console_sessions(user_id=ann.id) == 1
+    assert store.console_session("a2") is None and store.console_session("b1") is not None
+
+
+def test_a_new_session_replaces_the_one_before_in_one_step(store: Store) -> None:
+    ann = store.create_console_user("ann", "hash", NOW)
+    store.create_console_session(_session(ann.id, "old"))
+    store.create_console_session(_session(ann.id, "new"), replacing="old")
+    assert store.console_session("old") is None and store.console_session("new") is not None
+
+
+def test_sessions_past_their_times_are_purged(store: Store) -> None:
+    ann = store.create_console_user("ann", "hash", NOW)
+    store.create_console_session(_session(ann.id, "idle", at=100.0))
+    store.create_console_session(ConsoleSession("old", ann.id, "t", "open", 100.0, 5000.0))
+    store.create_console_session(_session(ann.id, "fresh", at=5000.0))
+    assert store.purge_console_sessions(idle_before=1000.0, begun_before=200.0) == 2
+    assert store.console_session("fresh") is not None
+
+
+def test_the_audit_log_pages_newest_first_and_forgets_by_age(store: Store) -> None:
+    for day in range(1, 6):
+        store.add_audit_entry(f"2026-11-0{day}T10:00:00Z", "ann", "127.0.0.1", "ship",
+                              f"order {day}")
+    first = store.audit_entries(2)
+    assert [e.detail for e in first] == ["order 5", "order 4"]
+    assert [e.detail for e in store.audit_entries(2, before=first[-1].id)] == [
+        "order 3", "order 2"]
+    assert store.purge_audit_entries("2026-11-03T00:00:00Z") == 2
+    assert [e.detail for e in store.audit_entries(10)] == [
+        "order 5", "order 4", "order 3"]
+
+
+def test_a_cancel_from_the_console_records_its_user(store: Store, place: Place) -> None:
+    ann = store.create_console_user("ann", "hash", NOW)
+    store.import_orders([{"id": 1, "petId": 1, "quantity": 1},
+                         {"id": 2, "petId": 1, "quantity": 1}])
+    orders.cancel(store, 1, None, user_id=ann.id)
+    orders.cancel(store, 2, None)
+    assert place.sql("SELECT id, cancelled_by, cancelled_by_user FROM orders ORDER BY id") == [
+        (1, None, ann.id), (2, None, None)]
+
+
+def test_the_home_pages_figures(store: Store) -> None:
+    store.import_orders([
+        {"id": 1, "petId": 1, "quantity": 3},
+        {"id": 2, "petId": 1, "quantity": 4},
+        {"id": 3, "petId": 1, "quantity": 5, "status": "cancelled"},
+        {"id": 4, "petId": 1, "quantity": 1, "status": "shipped",
+         "shipDate": "2026-11-24T09:00:00Z"},
+        {"id": 5, "petId": 1, "quantity": 1, "status": "shipped",
+         "shipDate": "2026-11-23T09:00:00Z"},
+    ])
+    assert store.order_summary("2026-11-24T00:00:00Z", "2026-11-25T00:00:00Z") == {
+        "pending": 2, "units": 7, "shipped_today": 1}
+
+
+def test_a_pages_pet_names_are_read_at_once(store: Store) -> None:
+    store.import_pets([{"id": n, "name": f"pet {n}"} for n in range(1, 1201)])
+    wanted = [*range(1, 1201, 2), 5000]
+    assert store.pet_names(wanted) == {n: f"pet {n}" for n in range(1, 1201, 2)}
+    assert store.pet_names([]) == {}

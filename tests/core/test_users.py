@@ -1,0 +1,203 @@
+"""The console's users and signing in, as rules of the core (D35): the password rules,
+argon2id, one-time passwords, signing in alike for every failure, sessions and their
+timeouts, the synchronizer token, TOTP codes used once, and the sign-in throttle."""
+
+from __future__ import annotations
+
+import pyotp
+import pytest
+
+from app.core.config import Settings
+from app.core.errors import (
+    DuplicateUser,
+    InvalidUserName,
+    PasswordRefused,
+    SignInFailed,
+    UserNotFound,
+    WrongCode,
+)
+from app.core.storage import Store
+from app.core.users import accounts, passwords, sessions
+from app.core.users.throttle import SignInThrottle
+
+GOOD = "correct horse battery staple 42"
+
+
+@pytest.mark.parametrize(("password", "rule"), [
+    ("short pass", "at least 12"),
+    ("x" * 129, "at most 128"),
+    ("annabel.example", "name"),
+    ("ANNABEL.EXAMPLE ", "name"),
+    ("password1234", "common"),
+    ("  Password1234 ", "common"),
+])
+def test_a_new_password_is_refused_by_the_rule_it_breaks(password: str, rule: str) -> None:
+    with pytest.raises(PasswordRefused, match=rule):
+        passwords.check_new(password, "annabel.example")
+
+
+def test_any_unicode_is_a_password_and_is_counted_after_nfkc() -> None:
+    assert passwords.check_new("ünïcødé 🐈 pässwörd", "ann") == "ünïcødé 🐈 pässwörd"
+    # Twelve full-width letters are twelve letters, and the same password as the ASCII ones.
+    wide = "".join(chr(ord(letter) + 0xFEE0) for letter in "passphrasexyz")  # full width
+    assert passwords.check_new(wide, "ann") == "passphrasexyz"
+    assert passwords.verify(passwords.hash_password("passphrasexyz"), wide)
+
+
+def test_a_hash_is_argon2id_and_verifies_only_its_password() -> None:
+    hashed = passwords.hash_password(GOOD)
+    assert hashed.startswith("$argon2id$") and GOOD not in hashed
+    assert passwords.verify(hashed, GOOD)
+    assert not passwords.verify(hashed, GOOD + "!")
+    assert not passwords.verify("not a hash", GOOD)
+    assert not passwords.needs_rehash(hashed)
+
+
+def test_one_time_passwords_pass_the_rules_and_differ() -> None:
+    made = {passwords.one_time_password() for _ in range(20)}
+    assert len(made) == 20
+    for one in made:
+        assert passwords.check_new(one, "ann") == one
+
+
+def test_a_user_is_added_with_a_one_time_password_that_signs_in(store: Store) -> None:
+    user, one_time = accounts.add(store, "ann")
+    assert user.must_change_password
+    assert accounts.sign_in(store, "ann", one_time, "127.0.0.1").name == "ann"
+    with pytest.raises(DuplicateUser):
+        accounts.add(store, "ann")
+    with pytest.raises(InvalidUserName):
+        accounts.add(store, "<b>ann</b>")
+
+
+def test_every_failed_sign_in_reads_alike_and_is_audited(store: Store) -> None:
+    _, one_time = accounts.add(store, "ann")
+    accounts.add(store, "bob")
+    accounts.disable(store, "bob")
+    messages = set()
+    for name, password in (("ann", "wrong password!"), ("nobody", one_time),
+                           ("bob", one_time), ("<script>", "x")):
+        with pytest.raises(SignInFailed) as failed:
+            accounts.sign_in(store, name, password, "10.0.0.9")
+        messages.add(failed.value.message)
+    assert len(messages) == 1
+    actions = [(e.action, e.detail, e.address) for e in store.audit_entries(4)]
+    assert actions == [("sign-in failed", "<script>", "10.0.0.9"),
+                       ("sign-in failed", "bob", "10.0.0.9"),
+                       ("sign-in failed", "nobody", "10.0.0.9"),
+                       ("sign-in failed", "ann", "10.0.0.9")]
+
+
+def test_changing_the_password_checks_both_and_ends_every_session(store: Store) -> None:
+    user, one_time = accounts.add(store, "ann")
+    first = sessions.open_session(store, user, sessions.CHANGE, 1000.0)
+    second = sessions.open_session(store, user, sessions.OPEN, 1000.0)
+    with pytest.raises(SignInFailed):
+        accounts.change_password(store, user, "not the one", GOOD, None)
+    with pytest.raises(PasswordRefused, match="common"):
+        accounts.change_password(store, user, one_time, "password1234", None)
+    with pytest.raises(PasswordRefused, match="other than the current"):
+        accounts.change_password(store, user, one_time, one_time, None)
+    changed = accounts.change_password(store, user, one_time, GOOD, None)
+    assert not changed.must_change_password
+    assert store.console_session(first.session.digest) is None
+    assert store.console_session(second.session.digest) is None
+    assert accounts.sign_in(store, "ann", GOOD, None).name == "ann"
+    with pytest.raises(SignInFailed):
+        accounts.sign_in(store, "ann", one_time, None)
+
+
+def test_reset_and_disable_end_the_users_sessions(store: Store) -> None:
+    user, _ = accounts.add(store, "ann")
+    opened = sessions.open_session(store, user, sessions.OPEN, 1000.0)
+    one_time = accounts.reset_password(store, "ann")
+    assert store.console_session(opened.session.digest) is None
+    assert accounts.sign_in(store, "ann", one_time, None).must_change_password
+    opened = sessions.open_session(store, user, sessions.OPEN, 1000.0)
+    accounts.disable(store, "ann")
+    assert sessions.find(store, opened.session_id, 1001.0, 1800, 43200) is None
+    with pytest.raises(UserNotFound):
+        accounts.disable(store, "nobody")
+
+
+def test_a_session_is_kept_as_a_digest_and_ends_idle_or_old(store: Store) -> None:
+    user, _ = accounts.add(store, "ann")
+    opened = sessions.open_session(store, user, sessions.OPEN, 1000.0)
+    assert opened.session.digest == sessions.digest(opened.session_id) != opened.session_id
+    assert len(opened.session_id) >= 43  # 256 bits, base64
+    found = sessions.find(store, opened.session_id, 1000.0 + 1799, 1800, 43200)
+    assert found is not None and found[1].name == "ann"
+    # Seen at 2799, then at 4500: 1,900 s later it has been idle too long.
+    assert sessions.find(store, opened.session_id, 4500.0, 1800, 43200) is not None
+    assert sessions.find(store, opened.session_id, 6400.0, 1800, 43200) is None
+    assert store.console_session(opened.session.digest) is None  # ended, not only refused
+    old = sessions.open_session(store, user, sessions.OPEN, 1000.0)
+    for now in range(2000, 44000, 1500):
+        assert sessions.find(store, old.session_id, float(now), 1800, 43200) is not None
+    assert sessions.find(store, old.session_id, 44300.0, 1800, 43200) is None
+    assert sessions.find(store, "no such session", 1000.0, 1800, 43200) is None
+
+
+def test_the_synchronizer_token_matches_only_itself(store: Store) -> None:
+    user, _ = accounts.add(store, "ann")
+    session = sessions.open_session(store, user, sessions.OPEN, 1000.0).session
+    assert sessions.token_matches(session, session.token)
+    assert not sessions.token_matches(session, session.token[:-1])
+    assert not sessions.token_matches(session, None)
+    other = sessions.open_session(store, user, sessions.OPEN, 1000.0).session
+    assert not sessions.token_matches(session, other.token)
+
+
+def test_each_step_of_signing_in_gives_a_new_session(store: Store) -> None:
+    user, _ = accounts.add(store, "ann")
+    first = sessions.open_session(store, user, sessions.CODE, 1000.0)
+    second = sessions.open_session(store, user, sessions.OPEN, 1100.0, first.session)
+    assert store.console_session(first.session.digest) is None
+    assert second.session.created_at == 1000.0  # the absolute timeout counts from the first
+    assert second.session.token != first.session.token
+
+
+def test_what_a_user_still_owes_after_the_password(store: Store) -> None:
+    user, _ = accounts.add(store, "ann")
+    assert sessions.stage_for(user, require_totp=False) == sessions.CHANGE
+    done = store.update_console_user(user.id, {"must_change_password": False})
+    assert done is not None
+    assert sessions.stage_for(done, require_totp=False) == sessions.OPEN
+    assert sessions.stage_for(done, require_totp=True) == sessions.ENROL
+    with_code = store.update_console_user(user.id, {"totp_secret": pyotp.random_base32(32)})
+    assert with_code is not None
+    assert sessions.stage_for(with_code, require_totp=True) == sessions.CODE
+    assert sessions.stage_for(with_code, require_totp=True, code_given=True) == sessions.OPEN
+
+
+def test_a_totp_code_is_accepted_once_and_only_near_its_time(store: Store) -> None:
+    user, _ = accounts.add(store, "ann")
+    secret = accounts.new_totp_secret()
+    now = 1_800_000_000.0
+    totp = pyotp.TOTP(secret)
+    with pytest.raises(WrongCode):
+        accounts.enrol_totp(store, user, secret, "000000" if totp.at(now) != "000000"
+                            else "111111", None, now)
+    enrolled = accounts.enrol_totp(store, user, secret, totp.at(now), None, now)
+    assert enrolled.totp_secret == secret
+    assert accounts.totp_uri(secret, "ann").startswith("otpauth://totp/")
+    with pytest.raises(WrongCode):  # the code that enrolled it, again
+        accounts.check_code(store, enrolled, totp.at(now), None, now)
+    accounts.check_code(store, enrolled, totp.at(now + 30), None, now + 30)
+    with pytest.raises(WrongCode):  # a code of two steps ago
+        accounts.check_code(store, enrolled, totp.at(now - 30), None, now + 90)
+    accounts.check_code(store, enrolled, " " + totp.at(now + 90)[:3] + " "
+                        + totp.at(now + 90)[3:], None, now + 90)
+
+
+def test_the_sixth_failure_waits_for_the_oldest_to_leave_the_window(settings: Settings) -> None:
+    throttle = SignInThrottle(settings)
+    for _ in range(5):
+        assert throttle.wait("ann", "10.0.0.1") == 0
+        throttle.failed("ann", "10.0.0.1")
+    wait = throttle.wait("ann", "10.0.0.1")
+    assert 14 * 60 < wait <= 15 * 60
+    # Per account: the same name from elsewhere waits too; per address: another name too.
+    assert throttle.wait("ANN ", "10.0.0.2") == wait
+    assert throttle.wait("bob", "10.0.0.1") == wait
+    assert throttle.wait("bob", "10.0.0.2") == 0

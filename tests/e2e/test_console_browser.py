@@ -1,0 +1,241 @@
+"""The console in a real browser (D35): headless Chromium, driven by Selenium, against a
+gunicorn-served `petstore serve`. A new user signs in with the one-time password `petstore
+users add` printed and chooses a password; the owner filters the board, ships, cancels, is
+told of an order changed meanwhile, sees a new order appear without a reload, exports the
+filtered orders and signs out; and the refusals: a form posted from another site, a
+cookie copied after sign-out, the sixth wrong password, an address outside
+PETSTORE_CONSOLE_ALLOW. Markup in a pet's name is shown as text.
+
+With PETSTORE_CONSOLE_SCREENSHOTS set to a folder, the pages are saved there as PNG files
+(`make screenshots` refreshes docs/images/console/, which docs/console.md shows)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as shown
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.support import Server, page_elsewhere, serving
+
+pytestmark = pytest.mark.slow
+
+PASSWORD = "a lantern on the harbour wall 7"
+MARKUP = "<img src=x onerror=alert(1)>Rex"
+WAIT_SECONDS = 20  # the longest a page or the board's script may take to show a change
+
+
+def _screenshot(browser: Any, name: str) -> None:
+    folder = os.environ.get("PETSTORE_CONSOLE_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(Path(folder) / f"{name}.png"))
+
+
+def _fill(browser: Any, **fields: str) -> None:
+    for name, value in fields.items():
+        field = browser.find_element(By.NAME, name)
+        field.clear()
+        field.send_keys(value)
+
+
+def _submit(browser: Any, form: Any = None) -> None:
+    """Send the page's form (the first in its main part, or form), and wait for the page
+    that answers it."""
+    page = browser.find_element(By.TAG_NAME, "html")
+    within = form or (browser.find_elements(By.TAG_NAME, "main") or [browser])[0]
+    within.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    WebDriverWait(browser, WAIT_SECONDS).until(shown.staleness_of(page))
+
+
+def _notice(browser: Any) -> str:
+    return str(WebDriverWait(browser, WAIT_SECONDS).until(
+        shown.presence_of_element_located((By.CSS_SELECTOR, ".notice"))).text)
+
+
+def _row(browser: Any, order_id: int) -> Any:
+    return browser.find_element(By.ID, f"order-{order_id}")
+
+
+def _act(browser: Any, order_id: int, action: str) -> None:
+    form = _row(browser, order_id).find_element(By.CSS_SELECTOR,
+                                                f"form[data-action={action}]")
+    _submit(browser, form)
+
+
+def _console_request(server: Server, method: str, path: str, cookie: str,
+                     body: str = "") -> tuple[int, dict[str, str]]:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request(method, path, body=body or None, headers={
+            "Cookie": f"petstore-console={cookie}", "Origin": f"http://127.0.0.1:{server.port}",
+            "Content-Type": "application/x-www-form-urlencoded"})
+        response = conn.getresponse()
+        response.read()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}
+    finally:
+        conn.close()
+
+
+# The sixth sign-in, sent by the sign-in page itself, to read the answer's status and
+# Retry-After (a page cannot show its own headers).
+SIXTH_SIGN_IN = """
+const done = arguments[arguments.length - 1];
+const form = document.querySelector("form.stack");
+fetch(form.action, {method: "POST", body: new URLSearchParams(new FormData(form))})
+  .then((r) => done({status: r.status, retryAfter: r.headers.get("Retry-After")}),
+        (e) => done({error: String(e)}));
+"""
+EXPORT = """
+const done = arguments[arguments.length - 1];
+fetch(document.getElementById("export").href).then((r) => r.text()).then(done,
+  (e) => done("failed: " + e));
+"""
+
+
+def test_an_owner_signs_in_works_the_board_and_signs_out(browser: Any, tmp_path: Path) -> None:
+    browser.set_window_size(1280, 860)
+    with serving(tmp_path) as server:
+        pets = tmp_path / "pets.json"
+        pets.write_text(json.dumps([{"id": 1, "name": MARKUP}, {"id": 2, "name": "Tom"}]))
+        server.petstore("pets", "import", str(pets))
+        placed = tmp_path / "orders.json"
+        placed.write_text(json.dumps([
+            {"id": n, "petId": 1 + n % 2, "quantity": 1 + n % 3} for n in range(1, 13)]
+            + [{"id": 13, "petId": 2, "quantity": 2, "status": "shipped",
+                "shipDate": "2026-11-20T10:00:00Z"}]))
+        server.petstore("orders", "import", str(placed))
+        one_time = server.petstore("users", "add", "owner").stdout.strip()
+        console = f"http://127.0.0.1:{server.port}/console/"
+
+        # The first sign-in: the one-time password, then one of the owner's own.
+        browser.get(console)
+        assert browser.current_url == f"{console}sign-in"
+        _fill(browser, name="owner", password=one_time)
+        _screenshot(browser, "sign-in")
+        _submit(browser)
+        assert browser.find_element(By.TAG_NAME, "h1").text == "Choose your password"
+        _fill(browser, current=one_time, new=PASSWORD, repeat=PASSWORD)
+        _screenshot(browser, "first-password")
+        _submit(browser)
+        assert browser.current_url == console
+        assert browser.find_element(By.ID, "pending").text == "12"
+        _screenshot(browser, "home")
+
+        # The board: filtered to pending orders of pet 1, newest first. Its script's reads
+        # are blocked until the new order below, so that a row changed meanwhile stays as
+        # the page showed it (as on a board without JavaScript).
+        browser.execute_cdp_cmd("Network.enable", {})
+        browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/console/orders/changes*"]})
+        browser.get(f"{console}orders")
+        browser.find_element(By.CSS_SELECTOR, "input[name=status][value=pending]").click()
+        _fill(browser, petId="1")
+        _submit(browser, browser.find_element(By.CSS_SELECTOR, "form.filters"))
+        ids = [int(row.get_attribute("id")[6:]) for row in
+               browser.find_elements(By.CSS_SELECTOR, "#orders tbody tr")]
+        assert ids == [12, 10, 8, 6, 4, 2]
+        # A pet's name is text: the markup shows, no image, no alert.
+        assert _row(browser, 12).find_element(By.CLASS_NAME, "pet-name").text == MARKUP
+        assert not browser.find_elements(By.CSS_SELECTOR, "#orders img")
+        with pytest.raises(NoAlertPresentException):
+            browser.switch_to.alert.text  # noqa: B018
+        _screenshot(browser, "board")
+
+        _act(browser, 12, "ship")
+        assert _notice(browser) == "Order 12 is shipped."
+        _act(browser, 10, "cancel")
+        assert _notice(browser) == "Order 10 is cancelled."
+        ids = [int(row.get_attribute("id")[6:]) for row in
+               browser.find_elements(By.CSS_SELECTOR, "#orders tbody tr")]
+        assert ids == [8, 6, 4, 2]  # the filters kept after each action
+
+        # Changed meanwhile (by the CLI, as by the API): the board acts on nothing.
+        server.petstore("orders", "ship", "8")
+        _act(browser, 8, "cancel")
+        assert _notice(browser).startswith("Order 8 changed meanwhile; nothing was done.")
+
+        # A new order appears on the open board without a reload.
+        browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+        browser.get(f"{console}orders?status=pending")
+        new = tmp_path / "new.json"
+        new.write_text(json.dumps([{"id": 14, "petId": 2, "quantity": 4}]))
+        server.petstore("orders", "import", str(new))
+        row = WebDriverWait(browser, WAIT_SECONDS).until(
+            shown.presence_of_element_located((By.ID, "order-14")))
+        assert "new order" in browser.find_element(By.ID, "live").text
+        assert row.find_element(By.CLASS_NAME, "status").text == "pending"
+        _screenshot(browser, "board-new-order")
+        # A row whose order changes elsewhere shows it as it is now, and that the filters
+        # no longer select it.
+        server.petstore("orders", "ship", "6")
+        WebDriverWait(browser, WAIT_SECONDS).until(
+            lambda b: "unselected" in (_row(b, 6).get_attribute("class") or ""))
+        assert _row(browser, 6).find_element(By.CLASS_NAME, "status").text == "shipped"
+        assert not _row(browser, 6).find_elements(By.CSS_SELECTOR, "form[data-action=cancel]")
+        _act(browser, 14, "ship")  # the new row's own form, with its version
+        assert _notice(browser) == "Order 14 is shipped."
+
+        # The export: exactly the filtered orders, with the browser's session.
+        browser.get(f"{console}orders?status=pending&petId=1&sort=id")
+        exported = browser.execute_async_script(EXPORT)
+        lines = exported.strip().splitlines()
+        assert lines[0] == "id,petId,petName,quantity,shipDate,status,complete"
+        assert [line.split(",")[0] for line in lines[1:]] == ["2", "4"]
+
+        # Signing out ends the session: its cookie, copied, opens nothing.
+        copied = browser.get_cookie("petstore-console")["value"]
+        token = browser.find_element(By.NAME, "token").get_attribute("value")
+        _submit(browser, browser.find_element(By.CSS_SELECTOR, "form.sign-out"))
+        assert "You are signed out." in browser.page_source
+        assert _console_request(server, "GET", "/console/orders", copied)[0] == 303
+        status, _ = _console_request(server, "POST", "/console/orders/2/cancel", copied,
+                                     f"token={token}&version=1")
+        assert status == 403
+        assert server.request("GET", "/console/")[0] == 303
+
+        # A form posted from another site: 403, and the order stays as it was.
+        browser.get(console)
+        _fill(browser, name="owner", password=PASSWORD)
+        _submit(browser)
+        forged = (f'<!doctype html><form method="post" action="{console}orders/2/cancel">'
+                  '<input name="token" value="guessed"><input name="version" value="1">'
+                  '<button type="submit">Win a prize</button></form>').encode()
+        with page_elsewhere(forged) as port:  # localhost: another site than 127.0.0.1
+            browser.get(f"http://localhost:{port}/")
+            _submit(browser)
+            assert "did not come from this console" in browser.page_source
+        _screenshot(browser, "refused-cross-site")
+        listed = json.loads(server.petstore("orders", "list", "--json").stdout)
+        assert next(o for o in listed if o["id"] == 2)["status"] == "pending"
+        browser.get(console)
+        _submit(browser, browser.find_element(By.CSS_SELECTOR, "form.sign-out"))
+
+        # The sixth wrong password waits (last: the address waits too).
+        for _ in range(5):
+            _fill(browser, name="owner", password="not the password at all")
+            _submit(browser)
+            assert "do not match" in browser.page_source
+        _fill(browser, name="owner", password=PASSWORD)
+        sixth = browser.execute_async_script(SIXTH_SIGN_IN)
+        assert sixth["status"] == 429 and 840 < int(sixth["retryAfter"]) <= 900, sixth
+        _submit(browser)
+        assert "Too many failed sign-ins" in browser.page_source
+        _screenshot(browser, "refused-sign-in")
+
+
+def test_an_address_outside_the_allow_list_gets_a_refusal(browser: Any,
+                                                          tmp_path: Path) -> None:
+    with serving(tmp_path, console_allow="10.20.30.0/24") as server:
+        browser.get(f"http://127.0.0.1:{server.port}/console/")
+        assert "does not answer this address" in browser.page_source
+        status, headers, body = server.request("GET", "/console/sign-in")
+    assert status == 403 and headers["content-type"].startswith("text/html")
+    assert re.search(rb"PETSTORE_CONSOLE_ALLOW", body)

@@ -7,17 +7,19 @@ import datetime as dt
 import flask
 
 from app.console.blueprint import Page, console, render, store
+from app.core import pets
 
 
 @console.route("/")
 def home() -> Page:
     """What a shop owner looks at first: the orders waiting, the units they hold, what
-    shipped today (UTC); the inventory (D34) joins them when the store keeps it."""
+    shipped today (UTC), and the inventory (D34): the stock on hand, what pending orders
+    hold of it, and what is left to order, as the store keeps them (one statement)."""
     today = dt.datetime.now(dt.UTC).date()
     summary = store().order_summary(f"{today.isoformat()}T00:00:00Z",
                                     f"{(today + dt.timedelta(days=1)).isoformat()}T00:00:00Z")
     return render("home.html", summary=summary, today=today.isoformat(),
-                  inventory=None)  # D34: the inventory's figures, once the store has them
+                  inventory=pets.inventory(store()))
 
 
 AUDIT_PAGE = 100

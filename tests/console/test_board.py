@@ -176,5 +176,6 @@ def test_the_home_page_shows_the_inventory_of_the_tracked_stock(signed_in: Visit
                        {"id": 30, "name": "Tom", "stock": 3},
                        {"id": 40, "name": "Kit"}])
     page = signed_in.get("/console/").text
-    figures = dict(re.findall(r'<dd id="([a-z-]+)">([\d,]+)<', page))
-    assert figures == {"units": "5", "on-hand": "8", "reserved": "5", "available": "3"}
+    figures = dict(re.findall(r'<dd id="([a-z-]+)">(?:<a [^>]+>)?([\d,]+)<', page))
+    assert {name: figures[name] for name in ("on-hand", "reserved", "available")} == {
+        "on-hand": "8", "reserved": "5", "available": "3"}

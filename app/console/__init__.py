@@ -10,6 +10,7 @@ the service's own Flask app, over the same core rules as the API.
   and the changes the board's script follows;
 - catalogue.py: the pets and their stock: the list, adding, editing, receiving and
   writing off stock, withdrawing;
+- api_keys.py: the API keys: the list, making, rotating, revoking, lifting a ban;
 - home.py: the home page and the audit log;
 - errors.py: every error as a page;
 - pages.py: register(), which puts them together on a Flask app.

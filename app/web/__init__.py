@@ -107,7 +107,7 @@ def create_app(settings: Settings | None = None, *,
     app.app.extensions[SERVICES] = services
     # The console's blueprint in the same Flask app; the console layer hands it its
     # requests past the API's layers (app/web/console.py).
-    register_console(app.app, services)
+    register_console(app.app, services, plans)
     console_pages = WSGIBridge(app.app.wsgi_app, threads=threads)
     for api in APIS:
         if api is OPS:

@@ -138,6 +138,16 @@ def change_password(store: Store, found: ConsoleUser, current: str, new: str,
     return changed
 
 
+def confirm_password(store: Store, found: ConsoleUser, password: str, address: str | None,
+                     purpose: str) -> None:
+    """Ask a signed-in user for the password again before an action that gives a secret
+    away (ASVS 3.7.1: making or rotating an API key); else SignInFailed, recorded with
+    what it was for."""
+    if not passwords.verify(found.password_hash, password):
+        record(store, found.name, address, "password confirmation failed", purpose)
+        raise SignInFailed()
+
+
 # TOTP (RFC 6238): 30-second steps, 6 digits, SHA-1, as every authenticator app reads an
 # otpauth URI; the step before and after the current one are accepted for clocks that
 # drift, and each step at most once (use_totp_step).

@@ -12,7 +12,9 @@ PETSTORE_CONSOLE_AUDIT_DAYS days.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import re
+import threading
 import time
 
 import pyotp
@@ -20,6 +22,7 @@ import pyotp
 from app.core.errors import (
     InvalidUserName,
     PasswordRefused,
+    PetstoreError,
     SignInFailed,
     UserNotFound,
     WrongCode,
@@ -30,6 +33,8 @@ from app.core.storage.console_statements import ConsoleUser
 from app.core.users import passwords
 
 NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}\Z")
+log = logging.getLogger("petstore.console")
+
 ISSUER = "Pet Store Orders"  # what an authenticator app shows beside the user's name
 
 
@@ -213,3 +218,27 @@ def forget_old_audit(store: Store, days: int) -> int:
     """Forget the audit lines older than so many days; how many went."""
     return store.purge_audit_entries(format_time(dt.datetime.now(dt.UTC)
                                                  - dt.timedelta(days=days)))
+
+
+AUDIT_PURGE_EVERY = 3600.0  # seconds between two purges of the audit log by a worker
+
+
+def keep_audit_days(store: Store, days: int, stop: threading.Event,
+                    every: float = AUDIT_PURGE_EVERY) -> None:
+    """Forget the audit lines older than days, now and every `every` seconds until stop is
+    set: the body of a thread each worker runs from its start (app.web), off every
+    request's path, so that the log keeps its days whether anyone signs in or not. Every
+    worker of every host deleting the same old lines is safe: a line already gone is
+    deleted by nobody."""
+    while not stop.is_set():
+        try:
+            gone = forget_old_audit(store, days)
+            if gone:
+                log.info("forgot %d audit lines older than %d days", gone, days)
+        except PetstoreError as exc:
+            log.warning("could not forget old audit lines: %s", exc.message)
+        except Exception:  # never let the thread die: the next round tries again
+            log.exception("could not forget old audit lines")
+        finally:
+            store.close()  # this thread's connection, if the store keeps one
+        stop.wait(every)

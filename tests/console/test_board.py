@@ -15,7 +15,7 @@ import sqlite3
 from app.core import feed, orders
 from app.core.config import Settings
 from app.core.storage import Store
-from tests.console.conftest import Visitor
+from tests.console.conftest import Visitor, walk_pages
 
 
 def _row_ids(page: str) -> list[int]:
@@ -44,15 +44,7 @@ def test_the_board_filters_and_sorts_as_v2_does(signed_in: Visitor) -> None:
 
 def test_the_board_pages_by_cursor(signed_in: Visitor, store: Store) -> None:
     store.import_orders([{"id": n, "petId": 1, "quantity": 1} for n in range(5, 121)])
-    seen: list[int] = []
-    path = "/console/orders?status=pending"
-    while True:
-        signed_in.get(path)
-        seen += _row_ids(signed_in.page)
-        found = re.search(r'id="next-page" href="([^"]+)"', signed_in.page)
-        if found is None:
-            break
-        path = found.group(1).replace("&amp;", "&")
+    seen = walk_pages(signed_in, "/console/orders?status=pending", _row_ids)
     assert seen == sorted([1, 4, *range(5, 121)], reverse=True)
 
 

@@ -10,7 +10,7 @@ import re
 
 from app.core import keys
 from app.core.storage import Store
-from tests.console.conftest import GOOD, Visitor
+from tests.console.conftest import GOOD, Visitor, cell, row
 
 
 def _secret(page: str) -> str:
@@ -19,14 +19,8 @@ def _secret(page: str) -> str:
     return found.group(1)
 
 
-def _row(page: str, key_id: int) -> str:
-    return page.split(f'<tr id="key-{key_id}"', 1)[1].split("</tr>", 1)[0]
-
-
-def _cell(row: str, name: str) -> str:
-    found = re.search(rf'<td class="{name}">(.*?)</td>', row, re.S)
-    assert found, f"the row has no {name}"
-    return found.group(1)
+def _row(page: str, number: int) -> str:
+    return row(page, f"key-{number}")
 
 
 def test_a_key_is_made_with_the_password_and_its_secret_shown_once(signed_in: Visitor,
@@ -45,8 +39,8 @@ def test_a_key_is_made_with_the_password_and_its_secret_shown_once(signed_in: Vi
     listed = signed_in.get("/console/keys").text
     assert secret not in listed
     row = _row(listed, key.id)
-    assert _cell(row, "quotas") == "300/min, 10,000/day"
-    assert (_cell(row, "last-used"), _cell(row, "state")) == ("never", "active")
+    assert cell(row, "quotas") == "300/min, 10,000/day"
+    assert (cell(row, "last-used"), cell(row, "state")) == ("never", "active")
     entry = store.audit_entries(1)[0]
     assert (entry.action, entry.detail) == (
         "key created", f"key {key.id} ({key.prefix}...), plan pro, scope read: storefront")
@@ -84,7 +78,7 @@ def test_a_key_the_rules_refuse_is_not_made(signed_in: Visitor, store: Store) ->
         "plan": "enterprise", "scope": "write", "perMinute": "7", "perDay": "70",
         "password": GOOD})
     assert enterprise.status_code == 200
-    assert _cell(_row(signed_in.get("/console/keys").text, 1), "quotas") == "7/min, 70/day"
+    assert cell(_row(signed_in.get("/console/keys").text, 1), "quotas") == "7/min, 70/day"
     assert len(store.list_keys()) == 1
 
 
@@ -102,7 +96,7 @@ def test_a_key_is_rotated_with_a_grace_and_the_password(signed_in: Visitor,
     now = store.get_key(key.id)
     assert now is not None and now.digest == keys.digest(_secret(rotated.text))
     assert now.previous_digest == keys.digest(old) and now.previous_until is not None
-    assert "old secret until" in _cell(_row(signed_in.get("/console/keys").text, key.id),
+    assert "old secret until" in cell(_row(signed_in.get("/console/keys").text, key.id),
                                        "state")
     assert store.audit_entries(1)[0].action == "key rotated"
     assert old not in "".join(e.detail for e in store.audit_entries(20))
@@ -115,7 +109,7 @@ def test_a_key_is_revoked_and_a_revoked_key_is_not_rotated(signed_in: Visitor,
     revoked = signed_in.post(f"/console/keys/{key.id}/revoke")
     page = signed_in.follow(revoked).text
     assert f"Key {key.id} is revoked" in page
-    assert _cell(_row(page, key.id), "state").startswith("revoked ")
+    assert cell(_row(page, key.id), "state").startswith("revoked ")
     assert "Rotate" not in _row(page, key.id)
     refused = signed_in.post(f"/console/keys/{key.id}/rotate", {"password": GOOD})
     assert refused.status_code == 409
@@ -129,7 +123,7 @@ def test_a_ban_is_lifted(signed_in: Visitor, store: Store) -> None:
     _, key = keys.create(store, plan="free", name="", per_minute=None, per_day=None)
     store.ban_key(key.id, "2099-01-01T00:00:00Z")
     signed_in.get("/console/keys")
-    assert "banned until 2099-01-01T00:00:00Z" in _cell(_row(signed_in.page, key.id), "state")
+    assert "banned until 2099-01-01T00:00:00Z" in cell(_row(signed_in.page, key.id), "state")
     lifted = signed_in.post(f"/console/keys/{key.id}/unban")
     page = signed_in.follow(lifted).text
     assert f"Key {key.id} is not banned." in page

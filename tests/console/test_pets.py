@@ -10,7 +10,7 @@ import re
 
 from app.core import pets
 from app.core.storage import Store
-from tests.console.conftest import Visitor
+from tests.console.conftest import Visitor, walk_pages
 
 # The orders of conftest: order 1 (pending, 2 units) holds pet 10, order 4 (pending, 3)
 # pet 30.
@@ -62,15 +62,7 @@ def test_the_pets_are_filtered_as_list_pets_filters_them(signed_in: Visitor,
 
 def test_the_pets_page_by_cursor(signed_in: Visitor, store: Store) -> None:
     store.import_pets([{"id": n, "name": f"pet {n}"} for n in range(1, 131)])
-    seen: list[int] = []
-    path = "/console/pets"
-    while True:
-        signed_in.get(path)
-        seen += _row_ids(signed_in.page)
-        found = re.search(r'id="next-page" href="([^"]+)"', signed_in.page)
-        if found is None:
-            break
-        path = found.group(1).replace("&amp;", "&")
+    seen = walk_pages(signed_in, "/console/pets", _row_ids)
     assert seen == list(range(1, 131))
     edited = signed_in.get("/console/pets?cursor=edited")
     assert edited.status_code == 400 and "start from the first page" in edited.text

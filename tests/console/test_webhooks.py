@@ -7,7 +7,6 @@ text. The deliverer is off here: what it does is tests/web's and the browser tes
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 
@@ -17,7 +16,7 @@ from app.core import feed, webhooks
 from app.core.config import Settings
 from app.core.orders import utc_now
 from app.core.storage import Store
-from tests.console.conftest import Visitor
+from tests.console.conftest import Visitor, cell, row
 from tests.receivers import Receiver, receiving
 
 LOOPBACK = webhooks.networks("127.0.0.0/8")
@@ -40,14 +39,8 @@ def _endpoint(store: Store, url: str, description: str = "") -> int:
     return endpoint.id
 
 
-def _row(page: str, endpoint_id: int) -> str:
-    return page.split(f'<tr id="endpoint-{endpoint_id}"', 1)[1].split("</tr>", 1)[0]
-
-
-def _cell(row: str, name: str) -> str:
-    found = re.search(rf'<td class="{name}">(.*?)</td>', row, re.S)
-    assert found, f"the row has no {name}"
-    return found.group(1)
+def _row(page: str, number: int) -> str:
+    return row(page, f"endpoint-{number}")
 
 
 def _audit(store: Store, count: int) -> list[tuple[str, str]]:
@@ -64,11 +57,11 @@ def test_every_endpoint_shows_its_state_and_lag(signed_in: Visitor, store: Store
     store.update_webhook_endpoint(disabled, {"enabled": False,
                                              "disabled_reason": "answered 500 10 times"})
     page = signed_in.get("/console/webhooks").text
-    assert _cell(_row(page, fine), "state") == "Enabled."
-    assert _cell(_row(page, failing), "state") == (
+    assert cell(_row(page, fine), "state") == "Enabled."
+    assert cell(_row(page, failing), "state") == (
         "Failing: 2 failed attempts of one message; next attempt at 2100-01-01T00:00:00Z.")
-    assert _cell(_row(page, disabled), "state") == "Disabled: answered 500 10 times."
-    assert [_cell(_row(page, e), "lag") for e in (fine, failing, disabled)] == ["2"] * 3
+    assert cell(_row(page, disabled), "state") == "Disabled: answered 500 10 times."
+    assert [cell(_row(page, e), "lag") for e in (fine, failing, disabled)] == ["2"] * 3
     assert "&lt;b&gt;shop&lt;/b&gt;" in page and "<b>shop" not in page
     assert "/&lt;script&gt;" in page and "<script>" not in page
 
@@ -82,7 +75,7 @@ def test_a_test_message_reaches_a_receiver_and_its_delivery_is_listed(
     assert "The test message was delivered." in page
     assert receiver.wait_for(1)[0].message["type"] == "ping"
     row = page.split('<tbody>', 2)[1].split("</tr>", 1)[0]
-    assert (_cell(row, "type"), _cell(row, "status"), _cell(row, "error")) == (
+    assert (cell(row, "type"), cell(row, "status"), cell(row, "error")) == (
         "ping", "204", "")
     action, detail = _audit(store, 1)[0]
     assert action == "webhook test sent" and detail.endswith(": delivered")
@@ -98,7 +91,7 @@ def test_a_broken_receiver_is_shown_with_its_error_and_its_answer_as_text(
     page = signed_in.follow(sent).text
     assert "The test message was not delivered" in page
     row = page.split('<tbody>', 2)[1].split("</tr>", 1)[0]
-    assert (_cell(row, "status"), _cell(row, "error")) == ("500", "answered 500")
+    assert (cell(row, "status"), cell(row, "error")) == ("500", "answered 500")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in row and "<script>alert" not in page
     assert "<details>" in row  # the rest of the answer, on asking
 

@@ -12,7 +12,6 @@ PETSTORE_CONSOLE_AUDIT_DAYS days.
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import re
 import threading
 import time
@@ -22,19 +21,16 @@ import pyotp
 from app.core.errors import (
     InvalidUserName,
     PasswordRefused,
-    PetstoreError,
     SignInFailed,
     UserNotFound,
     WrongCode,
 )
-from app.core.orders import format_time, utc_now
+from app.core.orders import format_time, purge_periodically, utc_now
 from app.core.storage import Store
 from app.core.storage.console_statements import ConsoleUser
 from app.core.users import passwords
 
 NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}\Z")
-log = logging.getLogger("petstore.console")
-
 ISSUER = "Pet Store Orders"  # what an authenticator app shows beside the user's name
 
 
@@ -230,15 +226,5 @@ def keep_audit_days(store: Store, days: int, stop: threading.Event,
     request's path, so that the log keeps its days whether anyone signs in or not. Every
     worker of every host deleting the same old lines is safe: a line already gone is
     deleted by nobody."""
-    while not stop.is_set():
-        try:
-            gone = forget_old_audit(store, days)
-            if gone:
-                log.info("forgot %d audit lines older than %d days", gone, days)
-        except PetstoreError as exc:
-            log.warning("could not forget old audit lines: %s", exc.message)
-        except Exception:  # never let the thread die: the next round tries again
-            log.exception("could not forget old audit lines")
-        finally:
-            store.close()  # this thread's connection, if the store keeps one
-        stop.wait(every)
+    purge_periodically(store, lambda: forget_old_audit(store, days), "audit lines", every,
+                       stop)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 import secrets
 from typing import Any
-from urllib.parse import urlencode
 
 import flask
 import orjson
@@ -165,7 +164,7 @@ def pets_page() -> Page:
     rows = [orjson.loads(text) for text in page.pets]
     return render("pets.html", form=form, rows=rows, statuses=pets.PET_STATUSES,
                   error=None, notice=_notice(), kept=kept, next=page.next,
-                  first_page=cursor is None, here=urlencode(kept, doseq=True))
+                  first_page=cursor is None)
 
 
 # adding -------------------------------------------------------------------------------

@@ -1,10 +1,11 @@
 """Sending one webhook message (D28), with aiohttp's client: the one outbound
-HTTP client of the service, used by the web wing's deliverer (on its event loop) and by the
-CLI's `petstore webhooks test`. It stands between them and the core, which imports no
-HTTP client (import-linter's layers in pyproject.toml). aiohttp, not httpx: httpx scans
-its whole pool with a poll() per idle connection and tries to import trio on every
-request, which under a thousand messages a second cost the deliverer most of its CPU;
-aiohttp has a C parser and no anyio layer (docs/performance.md, `python -m bench.webhooks`).
+HTTP client of the service, used by the web wing's deliverer (on its event loop) and for
+the test message of the CLI, the API and the console (send_test). It stands between them
+and the core, which imports no HTTP client (import-linter's layers in pyproject.toml).
+aiohttp, not httpx: httpx scans its whole pool with a poll() per idle connection and tries
+to import trio on every request, which under a thousand messages a second cost the
+deliverer most of its CPU; aiohttp has a C parser and no anyio layer (docs/performance.md,
+`python -m bench.webhooks`).
 
 Every attempt resolves the URL's host again, checks every address it gets against the
 rules of app.core.webhooks (address_allowed), and connects to the address it checked: the
@@ -30,6 +31,9 @@ from yarl import URL
 
 from app.core import webhooks
 from app.core.errors import InvalidParameter, WebhookUrlNotAllowed
+from app.core.orders import utc_now
+from app.core.storage import Store
+from app.core.storage.records import WebhookEndpoint
 
 USER_AGENT = "petstore-webhooks/1"
 _ASCII = "".join(map(chr, range(33, 127)))  # kept as they are in a path or query
@@ -143,3 +147,19 @@ def send_now(url: str, headers: dict[str, str], body: bytes, timeout: float,
             await sender.close()
 
     return asyncio.run(attempt())
+
+
+def send_test(store: Store, endpoint: WebhookEndpoint, timeout: float,
+              allowed: Sequence[webhooks.Network]) -> tuple[str, webhooks.Outcome]:
+    """A signed ping to the endpoint, sent now from a thread that runs no event loop (the
+    API's handler, the CLI, the console), and recorded in its attempts log: its
+    webhook-id and how it went."""
+    now = time.time()
+    msg_id, body = webhooks.ping(endpoint, now)
+    outcome = send_now(endpoint.url, webhooks.signed_headers(endpoint, msg_id, body, now),
+                       body, timeout, allowed)
+    store.record_webhook_attempt(
+        endpoint_id=endpoint.id, webhook_id=msg_id, type=webhooks.PING, attempt=1,
+        status=outcome.status, duration_ms=outcome.duration_ms, response=outcome.response,
+        error=None if outcome.delivered else outcome.failure(), now=utc_now())
+    return msg_id, outcome

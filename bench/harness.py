@@ -137,6 +137,11 @@ def worktree(revision: str) -> Iterator[Path]:
     folder = Path(tempfile.mkdtemp(prefix="petstore-bench-tree-"))
     subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(folder), revision],
                    cwd=ROOT, check=True)
+    # Its documents as its own app.openapi: served from the tree (PYTHONPATH), a commit
+    # that ships them as that package would otherwise read this checkout's, which the
+    # editable install maps there.
+    if (folder / "openapi" / "__init__.py").exists() and not (folder / "app" / "openapi").exists():
+        (folder / "app" / "openapi").symlink_to(folder / "openapi", target_is_directory=True)
     try:
         yield folder
     finally:

@@ -38,19 +38,11 @@ def create_key(
     store: Store, *, plan: str, name: str, per_minute: int | None, per_day: int | None,
     scope: str = "write", expires_at: str | None = None,
 ) -> tuple[str, ApiKey]:
-    new = api_keys.generate_key()
-    key = store.create_key(
-        digest=new.digest,
-        prefix=new.prefix,
-        name=name,
-        plan=plan,
-        per_minute=per_minute,
-        per_day=per_day,
-        now=orders.utc_now(),
-        scope=scope,
-        expires_at=expires_at,
-    )
-    return new.secret, key
+    try:
+        return api_keys.create(store, plan=plan, name=name, per_minute=per_minute,
+                               per_day=per_day, scope=scope, expires_at=expires_at)
+    except api_keys.InvalidKeyValue as exc:
+        raise click.UsageError(exc.message) from None
 
 
 PER_MINUTE = click.option(
@@ -101,13 +93,10 @@ def keys_create(plan: str, name: str, per_minute: int | None, per_day: int | Non
 
 
 def _check_plan_numbers(plan: str, per_minute: int | None, per_day: int | None) -> None:
-    if plan == "enterprise" and (per_minute is None or per_day is None):
-        raise click.UsageError("an enterprise key needs --per-minute and --per-day")
-    if plan != "enterprise" and (per_minute is not None or per_day is not None):
-        raise click.UsageError(
-            f"the {plan} plan sets its own limits (x-plans in the OpenAPI document); "
-            "--per-minute and --per-day are for enterprise keys"
-        )
+    try:
+        api_keys.check_plan_numbers(plan, per_minute, per_day)
+    except api_keys.InvalidKeyValue as exc:
+        raise click.UsageError(f"{exc.message} (--per-minute, --per-day)") from None
 
 
 def _key_row(key: ApiKey) -> dict[str, Any]:
@@ -126,20 +115,6 @@ def _key_row(key: ApiKey) -> dict[str, Any]:
         "banned_until": key.banned_until,
         "previous_secret_until": key.previous_until,
     }
-
-
-def _status(key: ApiKey, now: str) -> str:
-    """What a person most needs to know of a key's state, one phrase."""
-    if key.revoked_at:
-        return f"revoked {key.revoked_at}"
-    if key.expires_at and key.expires_at <= now:
-        return f"expired {key.expires_at}"
-    states = []
-    if key.banned_until and key.banned_until > now:
-        states.append(f"banned until {key.banned_until}")
-    if key.previous_until and key.previous_until > now:
-        states.append(f"old secret until {key.previous_until}")
-    return ", ".join(states) or "active"
 
 
 def _minute(moment: str | None) -> str:
@@ -167,8 +142,8 @@ def keys_list(as_json: bool) -> None:
         if plan == "enterprise":
             plan += f" {key.per_minute}/min {key.per_day}/day"
         rows.append((str(key.id), key.prefix, plan, key.scope, key.created_at,
-                     key.expires_at or "never", _minute(key.last_used_at), _status(key, now),
-                     key.name or "-"))
+                     key.expires_at or "never", _minute(key.last_used_at),
+                     api_keys.state_of(key, now), key.name or "-"))
     echo_table(("ID", "PREFIX", "PLAN", "SCOPE", "CREATED", "EXPIRES", "LAST USED", "STATUS",
                 "NAME"), rows, right=frozenset({0}))
 
@@ -242,12 +217,14 @@ def keys_rotate(key_id: int, grace: str) -> None:
         grace_seconds = api_keys.parse_duration(grace)
     except api_keys.InvalidKeyValue as exc:
         raise click.BadParameter(exc.message, param_hint="--grace") from None
-    store = current_store()
-    existing = _key_or_fail(store.get_key(key_id), key_id)
-    if not existing.active:
-        raise click.ClickException(f"key {key_id} is revoked; create a new one instead")
-    secret, rotated = api_keys.rotation(store, key_id, grace_seconds, time.time())
-    key = _key_or_fail(rotated, key_id)
+    try:
+        secret, key = api_keys.rotate(current_store(), key_id, grace_seconds, time.time())
+    except api_keys.KeyNotFound:
+        raise click.ClickException(f"no key has the id {key_id} (see petstore keys list)"
+                                   ) from None
+    except api_keys.KeyRevoked:
+        raise click.ClickException(f"key {key_id} is revoked; create a new one instead"
+                                   ) from None
     say(f"Key {key.id} has a new secret ({key.prefix}...); the old one works until "
         f"{key.previous_until}. The new one is shown only this once:")
     click.echo(secret)

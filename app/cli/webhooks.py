@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import sys
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -16,8 +15,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from app.cli._shared import current_settings, current_store, echo_table, say
 from app.core import webhooks
 from app.core.errors import PetstoreError
-from app.core.orders import utc_now
-from app.outbound import send_now
+from app.outbound import send_test
 
 
 @click.group("webhooks")
@@ -185,14 +183,8 @@ def webhooks_test(endpoint_id: int) -> None:
         endpoint = webhooks.find(store, None, endpoint_id)
     except PetstoreError as exc:
         raise _fail(exc) from None
-    now = time.time()
-    msg_id, body = webhooks.ping(endpoint, now)
-    outcome = send_now(endpoint.url, webhooks.signed_headers(endpoint, msg_id, body, now), body,
-                       current_settings().webhook_timeout, _allowed())
-    store.record_webhook_attempt(
-        endpoint_id=endpoint.id, webhook_id=msg_id, type=webhooks.PING, attempt=1,
-        status=outcome.status, duration_ms=outcome.duration_ms, response=outcome.response,
-        error=None if outcome.delivered else outcome.failure(), now=utc_now())
+    msg_id, outcome = send_test(store, endpoint, current_settings().webhook_timeout,
+                                _allowed())
     _print(webhooks.test_result(msg_id, outcome))
     if not outcome.delivered:
         sys.exit(1)

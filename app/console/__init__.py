@@ -8,6 +8,11 @@ the service's own Flask app, over the same core rules as the API.
   change, enrolling a second factor, signing out;
 - board.py: the orders board (v2's filters, sorts and pages), its actions, the CSV export
   and the changes the board's script follows;
+- catalogue.py: the pets and their stock: the list, adding, editing, receiving and
+  writing off stock, withdrawing;
+- api_keys.py: the API keys: the list, making, rotating, revoking, lifting a ban;
+- hooks.py: the webhook endpoints: their state and lag, deliveries, a test message,
+  enabling, disabling, rotating a secret, replaying;
 - home.py: the home page and the audit log;
 - errors.py: every error as a page;
 - pages.py: register(), which puts them together on a Flask app.

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import flask
 from werkzeug.wrappers import Response as Page  # a page or a redirect: what views answer
 
+from app.core.quotas.plans import Plan
 from app.core.services import Services
 from app.core.storage import Store
 from app.core.storage.console_statements import ConsoleSession, ConsoleUser
@@ -26,10 +27,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 @dataclass(frozen=True)
 class Console:
-    """What the console's pages share: the service's services and the sign-in throttle."""
+    """What the console's pages share: the service's services, the sign-in throttle and
+    the plans of x-plans (D11), whose numbers the keys page shows."""
 
     services: Services
     throttle: SignInThrottle
+    plans: dict[str, Plan]
 
 
 def state() -> Console:

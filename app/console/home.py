@@ -6,18 +6,20 @@ import datetime as dt
 
 import flask
 
-from app.console.blueprint import Page, console, render, store
+from app.console.blueprint import Page, console, render, state, store
+from app.core import pets
 
 
 @console.route("/")
 def home() -> Page:
     """What a shop owner looks at first: the orders waiting, the units they hold, what
-    shipped today (UTC); the inventory (D34) joins them when the store keeps it."""
+    shipped today (UTC), and the inventory (D34): the stock on hand, what pending orders
+    hold of it, and what is left to order, as the store keeps them (one statement)."""
     today = dt.datetime.now(dt.UTC).date()
     summary = store().order_summary(f"{today.isoformat()}T00:00:00Z",
                                     f"{(today + dt.timedelta(days=1)).isoformat()}T00:00:00Z")
     return render("home.html", summary=summary, today=today.isoformat(),
-                  inventory=None)  # D34: the inventory's figures, once the store has them
+                  inventory=pets.inventory(store()))
 
 
 AUDIT_PAGE = 100
@@ -25,8 +27,17 @@ AUDIT_PAGE = 100
 
 @console.route("/audit")
 def audit() -> Page:
-    """The audit log, newest first, a page at a time."""
-    before = flask.request.args.get("before", "")
-    entries = store().audit_entries(AUDIT_PAGE, int(before) if before.isdigit() else None)
+    """The audit log, newest first, a page at a time, filtered by user and by action
+    (each chosen from what the log holds)."""
+    args = flask.request.args
+    before = args.get("before", "")
+    user, action = args.get("user", ""), args.get("action", "")
+    found = store()
+    entries = found.audit_entries(AUDIT_PAGE, int(before) if before.isdigit() else None,
+                                  user_name=user or None, action=action or None)
     older = entries[-1].id if len(entries) == AUDIT_PAGE else None
-    return render("audit.html", entries=entries, older=older)
+    users, actions = found.audit_names()
+    kept = {name: value for name, value in (("user", user), ("action", action)) if value}
+    return render("audit.html", entries=entries, older=older, users=users,
+                  actions=actions, chosen={"user": user, "action": action}, kept=kept,
+                  days=state().services.settings.console_audit_days)

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import flask
 
-from app.console import auth, board, errors, guard, home
+from app.console import api_keys, auth, board, catalogue, errors, guard, home, hooks
 from app.console.blueprint import STATE, Console, console
+from app.core.quotas.plans import Plan
 from app.core.services import Services
 from app.core.users.throttle import SignInThrottle
 
 # Each module adds its pages (or checks, or error pages) to the blueprint as it loads.
-PARTS = (guard, auth, board, home, errors)
+PARTS = (guard, auth, board, catalogue, api_keys, hooks, home, errors)
 
 
-def register(app: flask.Flask, services: Services) -> None:
-    """Serve the console's pages from app, over the service's services."""
-    app.extensions[STATE] = Console(services, SignInThrottle(services.settings))
+def register(app: flask.Flask, services: Services, plans: dict[str, Plan]) -> None:
+    """Serve the console's pages from app, over the service's services and the plans of
+    x-plans (D11)."""
+    app.extensions[STATE] = Console(services, SignInThrottle(services.settings), plans)
     app.register_blueprint(console)

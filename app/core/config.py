@@ -315,7 +315,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "CONSOLE_AUDIT_DAYS",
         "90",
-        "Days the console's audit log keeps each sign-in, failed sign-in and action.",
+        "Days the console's audit log keeps each sign-in, failed sign-in and action; each "
+        "worker removes older lines itself, when it starts and every hour after.",
         _positive_int,
     ),
     Setting(

@@ -107,8 +107,8 @@ class OutOfStock(PetstoreError):
                              f"{_are(available)} available, fewer than the {requested} "
                              f"asked for; order at most {available}.")
         else:
-            super().__init__(f"No units of pet {pet_id} are available now; {requested} "
-                             f"were asked for.")
+            super().__init__(f"No units of pet {pet_id} are available now; the order asked "
+                             f"for {requested} {_units(requested)}.")
         self.pet_id = pet_id
         self.requested = requested
         self.available = available

@@ -24,7 +24,7 @@ from typing import Any
 from cachetools import TTLCache
 
 from app.core.errors import PetstoreError
-from app.core.orders import InvalidOrder, format_time, parse_time
+from app.core.orders import InvalidOrder, format_time, parse_time, utc_now
 from app.core.storage import Store
 from app.core.storage.records import KEY_FIELDS, PLANS, SCOPES, ApiKey
 
@@ -323,6 +323,79 @@ def rotation(store: Store, key_id: int, grace_seconds: float,
     new = generate_key()
     return new.secret, store.rotate_key(key_id, new.digest, new.prefix,
                                         unix_time_text(now + grace_seconds))
+
+
+# the lifecycle, as the CLI and the console both carry it out -------------------------------
+
+
+class KeyNotFound(PetstoreError):
+    def __init__(self, key_id: int) -> None:
+        super().__init__(f"No key has the id {key_id}.")
+        self.key_id = key_id
+
+
+class KeyRevoked(PetstoreError):
+    def __init__(self, key_id: int) -> None:
+        super().__init__(f"Key {key_id} is revoked; create a new one instead.")
+        self.key_id = key_id
+
+
+def check_plan_numbers(plan: str, per_minute: int | None, per_day: int | None) -> None:
+    """An enterprise key carries its own requests a minute and a day; every other plan
+    takes its numbers from x-plans (D11). Raises InvalidKeyValue."""
+    if plan not in PLANS:
+        raise InvalidKeyValue(f"the plan must be one of {', '.join(PLANS)}")
+    if plan == "enterprise" and (per_minute is None or per_day is None):
+        raise InvalidKeyValue("an enterprise key needs its requests a minute and a day")
+    if plan != "enterprise" and (per_minute is not None or per_day is not None):
+        raise InvalidKeyValue(
+            f"the {plan} plan sets its own limits (x-plans in the OpenAPI document); "
+            "requests a minute and a day of a key's own are for enterprise keys")
+
+
+def create(store: Store, *, plan: str, name: str, per_minute: int | None,
+           per_day: int | None, scope: str = "write",
+           expires_at: str | None = None) -> tuple[str, ApiKey]:
+    """A new key: its secret (shown once; the store keeps its digest, D12) and the key as
+    stored. Raises InvalidKeyValue for a plan and numbers that do not go together, or an
+    unknown scope."""
+    check_plan_numbers(plan, per_minute, per_day)
+    if scope not in SCOPES:
+        raise InvalidKeyValue(f"the scope must be one of {', '.join(SCOPES)}")
+    new = generate_key()
+    key = store.create_key(digest=new.digest, prefix=new.prefix, name=name, plan=plan,
+                           per_minute=per_minute, per_day=per_day,
+                           now=utc_now(), scope=scope,
+                           expires_at=expires_at)
+    return new.secret, key
+
+
+def rotate(store: Store, key_id: int, grace_seconds: float, now: float) -> tuple[str, ApiKey]:
+    """Give an active key a new secret (rotation); raises KeyNotFound, KeyRevoked."""
+    existing = store.get_key(key_id)
+    if existing is None:
+        raise KeyNotFound(key_id)
+    if not existing.active:
+        raise KeyRevoked(key_id)
+    secret, rotated = rotation(store, key_id, grace_seconds, now)
+    if rotated is None:
+        raise KeyNotFound(key_id)
+    return secret, rotated
+
+
+def state_of(key: ApiKey, now: str) -> str:
+    """What a person most needs to know of a key's state, one phrase (now: a stored
+    time)."""
+    if key.revoked_at:
+        return f"revoked {key.revoked_at}"
+    if key.expires_at and key.expires_at <= now:
+        return f"expired {key.expires_at}"
+    states = []
+    if key.banned_until and key.banned_until > now:
+        states.append(f"banned until {key.banned_until}")
+    if key.previous_until and key.previous_until > now:
+        states.append(f"old secret until {key.previous_until}")
+    return ", ".join(states) or "active"
 
 
 # export and import ------------------------------------------------------------------------

@@ -23,6 +23,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -220,19 +221,33 @@ def body_time(text: Any, name: str = "shipDate") -> str:
 def forget_old_keys(store: Store, every: float = PURGE_EVERY) -> None:
     """Forget the idempotency keys older than KEYS_KEPT, now and every PURGE_EVERY seconds,
     for ever: run from a thread of its own, off every request's path."""
-    while True:
-        before = format_time(dt.datetime.now(dt.UTC) - KEYS_KEPT)
+    def purge() -> int:
+        return store.purge_idempotency_keys(format_time(dt.datetime.now(dt.UTC) - KEYS_KEPT))
+
+    purge_periodically(store, purge, "idempotency keys", every)
+
+
+def purge_periodically(store: Store, purge: Callable[[], int], what: str, every: float,
+                       stop: threading.Event | None = None) -> None:
+    """Call purge (which forgets what is old and says how many went) now and every
+    `every` seconds, until stop is set (for ever without one): the body of a janitor's
+    thread. A failure is logged, never raised, so the thread lives on to the next round;
+    the thread's connection is closed after each round."""
+    while stop is None or not stop.is_set():
         try:
-            gone = store.purge_idempotency_keys(before)
+            gone = purge()
             if gone:
-                log.info("forgot %d idempotency keys made before %s", gone, before)
+                log.info("forgot %d old %s", gone, what)
         except PetstoreError as exc:
-            log.warning("could not forget old idempotency keys: %s", exc.message)
-        except Exception:  # never let the thread die: the next hour tries again
-            log.exception("could not forget old idempotency keys")
+            log.warning("could not forget old %s: %s", what, exc.message)
+        except Exception:  # never let the thread die: the next round tries again
+            log.exception("could not forget old %s", what)
         finally:
             store.close()  # this thread's connection, if the store keeps one
-        time.sleep(every)
+        if stop is None:
+            time.sleep(every)
+        else:
+            stop.wait(every)
 
 
 class InvalidOrder(ValueError):

@@ -25,6 +25,7 @@ import datetime as dt
 import email.utils
 import functools
 import ipaddress
+import re
 import secrets as random
 import socket
 from collections.abc import Callable, Sequence
@@ -468,6 +469,51 @@ def replay(store: Store, key_id: int | None, endpoint_id: int,
         raise InvalidParameter("after", "cursor_edited") from None
     updated = store.update_webhook_endpoint(endpoint.id, {
         "position": position, "order_id": order_id, "attempt": 0, "next_attempt_at": None})
+    if updated is None:
+        raise WebhookEndpointNotFound(endpoint_id)
+    return updated
+
+
+MESSAGE_ID = re.compile(r"msg_[0-9]+_([0-9]+)\Z")  # webhook_id's: msg_{order}_{position}
+LAG_COUNTED = 1000  # changes counted of an endpoint's lag; past it, "at least"
+
+
+def lag(store: Store, endpoint: WebhookEndpoint) -> int:
+    """How many orders have a change the endpoint has not had yet (those it asked for),
+    counted up to LAG_COUNTED: its lag, as the console shows it (the worker that holds it
+    keeps the seconds, petstore_webhook_lag_seconds)."""
+    changes = store.order_changes_after((endpoint.position, endpoint.order_id),
+                                        LAG_COUNTED)
+    return sum(1 for change in changes if wanted(endpoint, change))
+
+
+def replay_since(store: Store, key_id: int | None, endpoint_id: int,
+                 moment: str) -> WebhookEndpoint | None:
+    """Deliver again every message first attempted to the endpoint at or after moment
+    (a stored time), and what followed: the endpoint goes on from the earliest change
+    such an attempt sent (whatever came of it, so a receiver that answered 2xx wrongly
+    is sent it again). None, and nothing changes, when no message was attempted since."""
+    endpoint = find(store, key_id, endpoint_id)
+    earliest: int | None = None
+    before = None
+    while True:  # newest first, back to the moment: the attempts kept since then
+        found = store.webhook_attempts(endpoint.id, before, DELIVERIES_LIMIT_MAX)
+        for attempt in found:
+            if attempt.attempted_at < moment:
+                found = []
+                break
+            matched = MESSAGE_ID.match(attempt.webhook_id)
+            if matched:
+                position = int(matched.group(1))
+                earliest = position if earliest is None else min(earliest, position)
+        if len(found) < DELIVERIES_LIMIT_MAX:
+            break
+        before = found[-1].id
+    if earliest is None:
+        return None
+    updated = store.update_webhook_endpoint(endpoint.id, {
+        "position": earliest - 1, "order_id": 2**63 - 1, "attempt": 0,
+        "next_attempt_at": None})
     if updated is None:
         raise WebhookEndpointNotFound(endpoint_id)
     return updated

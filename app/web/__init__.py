@@ -7,8 +7,10 @@ Connexion's internals is in connexion_internals.py.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,6 +23,7 @@ from app.core.config import Settings
 from app.core.logs import configure_logging
 from app.core.quotas.plans import anonymous_plan, load_plans
 from app.core.services import Services, open_services
+from app.core.users import accounts
 from app.web import chain
 from app.web import connexion_internals as internals
 from app.web.bridge import WORKERS, HandlerThreads, WSGIBridge
@@ -57,12 +60,20 @@ def create_app(settings: Settings | None = None, *,
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[None]:
-        """The deliverer runs on the worker's event loop from its start to its end."""
+        """The deliverer runs on the worker's event loop from its start to its end; the
+        audit log's purge (D35), in a thread of its own, as long."""
         if deliverer is not None:
             deliverer.start()
+        stop_purging = threading.Event()
+        purging = threading.Thread(
+            target=accounts.keep_audit_days, name="petstore-audit-purge",
+            args=(services.store, settings.console_audit_days, stop_purging), daemon=True)
+        purging.start()
         try:
             yield
         finally:
+            stop_purging.set()
+            await asyncio.to_thread(purging.join, 5.0)
             if deliverer is not None:
                 await deliverer.stop()
 
@@ -107,7 +118,7 @@ def create_app(settings: Settings | None = None, *,
     app.app.extensions[SERVICES] = services
     # The console's blueprint in the same Flask app; the console layer hands it its
     # requests past the API's layers (app/web/console.py).
-    register_console(app.app, services)
+    register_console(app.app, services, plans)
     console_pages = WSGIBridge(app.app.wsgi_app, threads=threads)
     for api in APIS:
         if api is OPS:

@@ -5,7 +5,7 @@ short of running scripts. tests/e2e/test_console_browser.py is the real browser'
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -69,6 +69,31 @@ class Visitor:
     def sign_in(self, name: str, password: str) -> Any:
         self.get("/console/sign-in")
         return self.post("/console/sign-in", {"name": name, "password": password})
+
+
+def walk_pages(visitor: Visitor, path: str, ids: Callable[[str], list[int]]) -> list[int]:
+    """The ids of the rows of every page from path on, following each page's "next page"
+    link as a person would."""
+    seen: list[int] = []
+    while True:
+        visitor.get(path)
+        seen += ids(visitor.page)
+        found = re.search(r'id="next-page" href="([^"]+)"', visitor.page)
+        if found is None:
+            return seen
+        path = found.group(1).replace("&amp;", "&")
+
+
+def row(page: str, element_id: str) -> str:
+    """The table row of this id on the page."""
+    return page.split(f'<tr id="{element_id}"', 1)[1].split("</tr>", 1)[0]
+
+
+def cell(found_row: str, name: str) -> str:
+    """The text of a row's cell of this class."""
+    found = re.search(rf'<td class="{name}">(.*?)</td>', found_row, re.S)
+    assert found, f"the row has no {name}"
+    return found.group(1)
 
 
 @pytest.fixture

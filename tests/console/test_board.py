@@ -15,7 +15,7 @@ import sqlite3
 from app.core import feed, orders
 from app.core.config import Settings
 from app.core.storage import Store
-from tests.console.conftest import Visitor
+from tests.console.conftest import Visitor, walk_pages
 
 
 def _row_ids(page: str) -> list[int]:
@@ -44,15 +44,7 @@ def test_the_board_filters_and_sorts_as_v2_does(signed_in: Visitor) -> None:
 
 def test_the_board_pages_by_cursor(signed_in: Visitor, store: Store) -> None:
     store.import_orders([{"id": n, "petId": 1, "quantity": 1} for n in range(5, 121)])
-    seen: list[int] = []
-    path = "/console/orders?status=pending"
-    while True:
-        signed_in.get(path)
-        seen += _row_ids(signed_in.page)
-        found = re.search(r'id="next-page" href="([^"]+)"', signed_in.page)
-        if found is None:
-            break
-        path = found.group(1).replace("&amp;", "&")
+    seen = walk_pages(signed_in, "/console/orders?status=pending", _row_ids)
     assert seen == sorted([1, 4, *range(5, 121)], reverse=True)
 
 
@@ -158,7 +150,8 @@ def test_the_home_page_counts_what_waits_and_what_shipped_today(signed_in: Visit
                           "shipDate": f"{today}T08:00:00Z"}])
     page = signed_in.get("/console/").text
     figures = dict(re.findall(r'<dd id="([a-z-]+)">(?:<a [^>]+>)?([\d,]+)<', page))
-    assert figures == {"pending": "2", "units": "5", "shipped-today": "1"}
+    assert {name: figures[name] for name in ("pending", "units", "shipped-today")} == {
+        "pending": "2", "units": "5", "shipped-today": "1"}
 
 
 def test_text_anyone_can_put_in_is_shown_as_text(signed_in: Visitor, store: Store) -> None:
@@ -166,3 +159,15 @@ def test_text_anyone_can_put_in_is_shown_as_text(signed_in: Visitor, store: Stor
     page = signed_in.get("/console/orders").text
     assert "&lt;script&gt;alert(&#39;pwned&#39;)&lt;/script&gt;&lt;b&gt;Rex&lt;/b&gt;" in page
     assert "<script>alert" not in page and "<b>Rex" not in page
+
+
+def test_the_home_page_shows_the_inventory_of_the_tracked_stock(signed_in: Visitor,
+                                                                store: Store) -> None:
+    # Pet 10 holds order 1's 2 units; pet 30 order 4's 3; pet 40 is not tracked.
+    store.import_pets([{"id": 10, "name": "Rex", "stock": 5},
+                       {"id": 30, "name": "Tom", "stock": 3},
+                       {"id": 40, "name": "Kit"}])
+    page = signed_in.get("/console/").text
+    figures = dict(re.findall(r'<dd id="([a-z-]+)">(?:<a [^>]+>)?([\d,]+)<', page))
+    assert {name: figures[name] for name in ("on-hand", "reserved", "available")} == {
+        "on-hand": "8", "reserved": "5", "available": "3"}

@@ -4,6 +4,8 @@ timeouts, the synchronizer token, TOTP codes used once, and the sign-in throttle
 
 from __future__ import annotations
 
+import threading
+
 import pyotp
 import pytest
 
@@ -201,3 +203,21 @@ def test_the_sixth_failure_waits_for_the_oldest_to_leave_the_window(settings: Se
     assert throttle.wait("ANN ", "10.0.0.2") == wait
     assert throttle.wait("bob", "10.0.0.1") == wait
     assert throttle.wait("bob", "10.0.0.2") == 0
+
+
+def test_each_worker_forgets_the_audit_lines_past_their_days_by_itself(store: Store) -> None:
+    store.add_audit_entry("2020-01-01T00:00:00Z", "ann", None, "ship", "old")
+    accounts.record(store, "ann", None, "ship", "new")
+    stop = threading.Event()
+    worker = threading.Thread(target=accounts.keep_audit_days, args=(store, 90, stop, 0.01))
+    worker.start()
+    try:
+        deadline = 200  # rounds of 10 ms, for a slow machine: the first round purges
+        while deadline and len(store.audit_entries(10)) > 1:
+            stop.wait(0.01)
+            deadline -= 1
+    finally:
+        stop.set()
+        worker.join(5)
+    assert not worker.is_alive()
+    assert [e.detail for e in store.audit_entries(10)] == ["new"]

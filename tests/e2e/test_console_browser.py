@@ -6,6 +6,12 @@ filtered orders and signs out; and the refusals: a form posted from another site
 cookie copied after sign-out, the sixth wrong password, an address outside
 PETSTORE_CONSOLE_ALLOW. Markup in a pet's name is shown as text.
 
+And the catalogue, the keys and the webhooks (D32-D34, D12, D28): a pet added with stock
+goes pending then sold as an API client orders it out, and available again when stock is
+received; a key made in the console works over HTTP until it is revoked there; a webhook
+endpoint whose receiver is broken shows failing with its error, and once the receiver is
+fixed a replay brings the deliveries; each of these is in the audit log.
+
 With PETSTORE_CONSOLE_SCREENSHOTS set to a folder, the pages are saved there as PNG files
 (`make screenshots` refreshes docs/images/console/, which docs/console.md shows)."""
 
@@ -24,7 +30,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as shown
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.support import Server, page_elsewhere, serving
+from tests.receivers import Received, receiving
+from tests.support import ISSUED_SECRETS, Server, page_elsewhere, serving
 
 pytestmark = pytest.mark.slow
 
@@ -239,3 +246,170 @@ def test_an_address_outside_the_allow_list_gets_a_refusal(browser: Any,
         status, headers, body = server.request("GET", "/console/sign-in")
     assert status == 403 and headers["content-type"].startswith("text/html")
     assert re.search(rb"PETSTORE_CONSOLE_ALLOW", body)
+
+
+def _api(server: Server, method: str, path: str, secret: str, body: Any = None,
+         headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    """A request of an API client with the key's secret, and its JSON answer."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request(method, path, body=None if body is None else json.dumps(body),
+                     headers={"Authorization": f"Bearer {secret}",
+                              "Content-Type": "application/json", **(headers or {})})
+        response = conn.getresponse()
+        text = response.read()
+        return response.status, json.loads(text) if text else None
+    finally:
+        conn.close()
+
+
+def _first_sign_in(browser: Any, server: Server, console: str) -> None:
+    one_time = server.petstore("users", "add", "owner").stdout.strip()
+    browser.get(console)
+    _fill(browser, name="owner", password=one_time)
+    _submit(browser)
+    _fill(browser, current=one_time, new=PASSWORD, repeat=PASSWORD)
+    _submit(browser)
+    assert browser.current_url == console
+
+
+def _figure(browser: Any, name: str) -> str:
+    return str(browser.find_element(By.ID, name).text)
+
+
+def _reload_until(browser: Any, url: str, ready: Any) -> None:
+    """Open url again until ready(browser) holds (what the deliverer does happens on its
+    own time), for up to WAIT_SECONDS."""
+    def again(b: Any) -> bool:
+        b.get(url)
+        return bool(ready(b))
+
+    WebDriverWait(browser, WAIT_SECONDS, poll_frequency=0.5).until(again)
+
+
+def test_stock_keys_and_webhooks_are_kept_from_the_console(browser: Any,
+                                                            tmp_path: Path) -> None:
+    browser.set_window_size(1280, 900)
+    broken = [True]
+
+    def answer(_: Received) -> tuple[int, dict[str, str], bytes]:
+        if broken[0]:
+            return 500, {}, b"<h1>Internal Server Error</h1> the receiver's database is down"
+        return 204, {}, b""
+
+    with receiving(answer=answer) as receiver, serving(
+            tmp_path, webhook_allowed_networks="127.0.0.0/8", webhook_timeout="5") as server:
+        console = f"http://127.0.0.1:{server.port}/console/"
+        _first_sign_in(browser, server, console)
+        started = browser.execute_script("return new Date().toISOString().slice(0, 19)")
+
+        # A pet with 2 units of stock.
+        browser.get(f"{console}pets/new")
+        _fill(browser, name="Biscuit", category="dog", tags="puppy, small", stock="2")
+        _screenshot(browser, "pet-add")
+        _submit(browser)
+        assert _notice(browser).endswith("is added.")
+        pet_id = int(browser.find_element(By.TAG_NAME, "h1").text.split()[1])
+        assert (_figure(browser, "status"), _figure(browser, "available")) == ("available", "2")
+
+        # A key for the storefront: the password again, the secret once.
+        browser.get(f"{console}keys")
+        form = browser.find_element(By.ID, "create-key")
+        _fill(browser, name="storefront", password=PASSWORD)
+        _submit(browser, form)
+        secret = browser.find_element(By.ID, "secret").text
+        ISSUED_SECRETS.add(secret)  # no log may hold it (tests/conftest.py checks)
+        copy = browser.find_element(By.ID, "copy")
+        assert copy.is_displayed()  # the console's own script showed it
+        _screenshot(browser, "key-created")
+        browser.get(f"{console}keys")
+        assert secret not in browser.page_source
+
+        # The storefront adds a webhook endpoint, whose receiver is broken, and orders
+        # both units: the pet is pending.
+        status, endpoint = _api(server, "POST", "/v2/webhook-endpoints", secret,
+                                {"url": receiver.url, "description": "storefront <hooks>"})
+        assert status == 201, endpoint
+        status, order = _api(server, "POST", "/v2/store/orders", secret,
+                             {"petId": pet_id, "quantity": 2},
+                             {"Idempotency-Key": "storefront-order-1"})
+        assert status == 201, order
+        browser.get(f"{console}pets/{pet_id}")
+        assert (_figure(browser, "status"), _figure(browser, "reserved"),
+                _figure(browser, "available")) == ("pending", "2", "0")
+        _screenshot(browser, "pet-pending")
+        refused = _api(server, "POST", "/v2/store/orders", secret,
+                       {"petId": pet_id, "quantity": 1}, {"Idempotency-Key": "storefront-2"})
+        assert (refused[0], refused[1]["code"]) == (422, "out_of_stock"), refused
+
+        # Shipped from the board: sold. (The board's script is kept from redrawing the row
+        # while it is clicked: part 1's test holds its updates.)
+        browser.execute_cdp_cmd("Network.enable", {})
+        browser.execute_cdp_cmd("Network.setBlockedURLs",
+                                {"urls": ["*/console/orders/changes*"]})
+        browser.get(f"{console}orders?status=pending&petId={pet_id}")
+        _act(browser, order["id"], "ship")
+        browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+        assert _notice(browser) == f"Order {order['id']} is shipped."
+        browser.get(f"{console}pets?status=sold")
+        row = browser.find_element(By.ID, f"pet-{pet_id}")
+        assert row.find_element(By.CLASS_NAME, "status").text == "sold"
+        _screenshot(browser, "pets-sold")
+
+        # Stock received: available again.
+        browser.get(f"{console}pets/{pet_id}")
+        _fill(browser, units="3", reason="delivery from the breeder")
+        _submit(browser, browser.find_element(By.ID, "adjust"))
+        assert _notice(browser) == f"The stock of pet {pet_id} is received."
+        assert (_figure(browser, "status"), _figure(browser, "available")) == ("available", "3")
+        _screenshot(browser, "pet-received")
+
+        # The webhook endpoint fails, with its error: two attempts, the next minutes away.
+        page = f"{console}webhooks/{endpoint['id']}"
+        _reload_until(browser, page, lambda b: "2 failed attempts" in _figure(b, "state"))
+        first = browser.find_element(By.CSS_SELECTOR, "#deliveries tbody tr")
+        assert first.find_element(By.CLASS_NAME, "status").text == "500"
+        assert first.find_element(By.CLASS_NAME, "error").text == "answered 500"
+        assert "<h1>Internal Server Error</h1>" in first.find_element(
+            By.CLASS_NAME, "answer").text  # the receiver's markup, as text
+        assert not browser.find_elements(By.CSS_SELECTOR, "#deliveries h1")
+        browser.get(f"{console}webhooks")
+        assert browser.find_element(By.ID, f"endpoint-{endpoint['id']}").find_element(
+            By.CLASS_NAME, "state").text.startswith("Failing: 2 failed attempts")
+        _screenshot(browser, "webhooks-failing")
+
+        # The receiver is fixed; a replay from before the failures brings every change.
+        fixed = len(receiver.received)
+        broken[0] = False
+        browser.get(page)
+        browser.execute_script("document.querySelector('#replay input[name=since]').value"
+                               " = arguments[0]", started)
+        _submit(browser, browser.find_element(By.ID, "replay"))
+        assert _notice(browser).startswith("The endpoint goes on from the point asked")
+        receiver.wait_until(lambda got: any(
+            r.message["type"] == "order.shipped" and r.message["data"]["id"] == order["id"]
+            for r in got[fixed:]), timeout=WAIT_SECONDS)
+        _reload_until(browser, page, lambda b: _figure(b, "state") == "Enabled." and
+                      b.find_element(By.CSS_SELECTOR, "#deliveries tbody tr .status").text
+                      == "204")
+        _screenshot(browser, "webhook-replayed")
+
+        # The key revoked in the console is refused over HTTP (within the key cache's
+        # seconds).
+        browser.get(f"{console}keys")
+        row = browser.find_element(By.CSS_SELECTOR, "#keys tbody tr")
+        assert row.find_element(By.CLASS_NAME, "last-used").text != "never"
+        _submit(browser, row.find_element(By.XPATH, ".//form[contains(@action, 'revoke')]"))
+        assert "is revoked" in _notice(browser)
+        WebDriverWait(browser, WAIT_SECONDS, poll_frequency=0.5).until(
+            lambda _: _api(server, "GET", "/v2/store/orders", secret)[0] == 401)
+        _screenshot(browser, "key-revoked")
+
+        # Each of these is in the audit log.
+        browser.get(f"{console}audit")
+        actions = [row.find_elements(By.TAG_NAME, "td")[3].text
+                   for row in browser.find_elements(By.CSS_SELECTOR, "#audit tbody tr")]
+        for done in ("pet added", "key created", "ship", "stock received",
+                     "webhook replayed", "key revoked"):
+            assert done in actions, (done, actions)
+        _screenshot(browser, "audit")

@@ -172,8 +172,16 @@ class ConsoleStore(Protocol):
         """Add a line to the audit log."""
         ...
 
-    def audit_entries(self, limit: int, before: int | None = None) -> list[AuditEntry]:
-        """Up to limit lines of the audit log, newest first, before an entry's id."""
+    def audit_entries(self, limit: int, before: int | None = None,
+                      user_name: str | None = None,
+                      action: str | None = None) -> list[AuditEntry]:
+        """Up to limit lines of the audit log, newest first, before an entry's id; only a
+        user's, only of an action, when named."""
+        ...
+
+    def audit_names(self) -> tuple[list[str], list[str]]:
+        """The user names and the actions the audit log holds, each sorted, for its
+        filters."""
         ...
 
     def purge_audit_entries(self, before: str) -> int:
@@ -323,14 +331,30 @@ class ConsoleStatements:
                          f"VALUES ({p}, {p}, {p}, {p}, {p}) RETURNING id",
                          (at, user_name, address, action, detail))
 
-    def audit_entries(self, limit: int, before: int | None = None) -> list[AuditEntry]:
-        """Up to limit lines of the audit log, newest first, before an entry's id."""
+    def audit_entries(self, limit: int, before: int | None = None,
+                      user_name: str | None = None,
+                      action: str | None = None) -> list[AuditEntry]:
+        """Up to limit lines of the audit log, newest first, before an entry's id; only a
+        user's, only of an action, when named."""
         p = self.PARAM
-        where = f" WHERE id < {p}" if before is not None else ""
-        params = (before, limit) if before is not None else (limit,)
+        conditions, params = [], list[Any]()
+        for column, value in (("id <", before), ("user_name =", user_name),
+                              ("action =", action)):
+            if value is not None:
+                conditions.append(f"{column} {p}")
+                params.append(value)
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         rows = self._rows(f"SELECT {AUDIT_COLUMNS} FROM console_audit{where} "
-                          f"ORDER BY id DESC LIMIT {p}", params)
+                          f"ORDER BY id DESC LIMIT {p}", (*params, limit))
         return [AuditEntry(*row) for row in rows]
+
+    def audit_names(self) -> tuple[list[str], list[str]]:
+        """The user names and the actions the audit log holds, each sorted, for its
+        filters (the log keeps PETSTORE_CONSOLE_AUDIT_DAYS of a shop's console: small)."""
+        users = self._rows("SELECT DISTINCT user_name FROM console_audit "
+                           "WHERE user_name IS NOT NULL ORDER BY user_name")
+        actions = self._rows("SELECT DISTINCT action FROM console_audit ORDER BY action")
+        return [row[0] for row in users], [row[0] for row in actions]
 
     def purge_audit_entries(self, before: str) -> int:
         """Forget the audit lines written before this time; how many went."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import threading
 import time
 
 import pyotp
@@ -24,7 +25,7 @@ from app.core.errors import (
     UserNotFound,
     WrongCode,
 )
-from app.core.orders import format_time, utc_now
+from app.core.orders import format_time, purge_periodically, utc_now
 from app.core.storage import Store
 from app.core.storage.console_statements import ConsoleUser
 from app.core.users import passwords
@@ -138,6 +139,16 @@ def change_password(store: Store, found: ConsoleUser, current: str, new: str,
     return changed
 
 
+def confirm_password(store: Store, found: ConsoleUser, password: str, address: str | None,
+                     purpose: str) -> None:
+    """Ask a signed-in user for the password again before an action that gives a secret
+    away (ASVS 3.7.1: making or rotating an API key); else SignInFailed, recorded with
+    what it was for."""
+    if not passwords.verify(found.password_hash, password):
+        record(store, found.name, address, "password confirmation failed", purpose)
+        raise SignInFailed()
+
+
 # TOTP (RFC 6238): 30-second steps, 6 digits, SHA-1, as every authenticator app reads an
 # otpauth URI; the step before and after the current one are accepted for clocks that
 # drift, and each step at most once (use_totp_step).
@@ -203,3 +214,17 @@ def forget_old_audit(store: Store, days: int) -> int:
     """Forget the audit lines older than so many days; how many went."""
     return store.purge_audit_entries(format_time(dt.datetime.now(dt.UTC)
                                                  - dt.timedelta(days=days)))
+
+
+AUDIT_PURGE_EVERY = 3600.0  # seconds between two purges of the audit log by a worker
+
+
+def keep_audit_days(store: Store, days: int, stop: threading.Event,
+                    every: float = AUDIT_PURGE_EVERY) -> None:
+    """Forget the audit lines older than days, now and every `every` seconds until stop is
+    set: the body of a thread each worker runs from its start (app.web), off every
+    request's path, so that the log keeps its days whether anyone signs in or not. Every
+    worker of every host deleting the same old lines is safe: a line already gone is
+    deleted by nobody."""
+    purge_periodically(store, lambda: forget_old_audit(store, days), "audit lines", every,
+                       stop)

@@ -102,6 +102,21 @@ def test_the_audit_log_pages_newest_first_and_forgets_by_age(store: Store) -> No
         "order 5", "order 4", "order 3"]
 
 
+def test_the_audit_log_is_filtered_by_user_and_action(store: Store) -> None:
+    for n, (user, action) in enumerate([("ann", "ship"), ("bob", "ship"), (None, "sign-in failed"),
+                                        ("ann", "key created"), ("ann", "ship")]):
+        store.add_audit_entry(f"2026-11-01T10:00:0{n}Z", user, None, action, f"line {n}")
+    assert [e.detail for e in store.audit_entries(10, user_name="ann")] == [
+        "line 4", "line 3", "line 0"]
+    assert [e.detail for e in store.audit_entries(10, action="ship")] == [
+        "line 4", "line 1", "line 0"]
+    ann_ships = store.audit_entries(1, user_name="ann", action="ship")
+    assert [e.detail for e in ann_ships] == ["line 4"]
+    assert [e.detail for e in store.audit_entries(5, before=ann_ships[0].id,
+                                                  user_name="ann", action="ship")] == ["line 0"]
+    assert store.audit_names() == (["ann", "bob"], ["key created", "ship", "sign-in failed"])
+
+
 def test_a_cancel_from_the_console_records_its_user(store: Store, place: Place) -> None:
     ann = store.create_console_user("ann", "hash", NOW)
     store.import_orders([{"id": 1, "petId": 1, "quantity": 1},

@@ -3,7 +3,6 @@ rules are app.core.webhooks'; the deliverer (app/web/deliverer.py) sends the mes
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import flask
@@ -11,8 +10,7 @@ import orjson
 
 from app.core import problems, webhooks
 from app.core.errors import InvalidParameter
-from app.core.orders import utc_now
-from app.outbound import send_now
+from app.outbound import send_test
 from app.web.handlers import no_content, services
 
 
@@ -104,12 +102,6 @@ def test_webhook_endpoint(endpointId: int, token_info: dict[str, Any]) -> flask.
     """POST /webhook-endpoints/{endpointId}/test: one ping, sent now, and how it went."""
     found = services()
     endpoint = webhooks.find(found.store, token_info["key_id"], endpointId)
-    now = time.time()
-    msg_id, message = webhooks.ping(endpoint, now)
-    outcome = send_now(endpoint.url, webhooks.signed_headers(endpoint, msg_id, message, now),
-                       message, found.settings.webhook_timeout, _allowed())
-    found.store.record_webhook_attempt(
-        endpoint_id=endpoint.id, webhook_id=msg_id, type=webhooks.PING, attempt=1,
-        status=outcome.status, duration_ms=outcome.duration_ms, response=outcome.response,
-        error=None if outcome.delivered else outcome.failure(), now=utc_now())
+    msg_id, outcome = send_test(found.store, endpoint, found.settings.webhook_timeout,
+                                _allowed())
     return _json(webhooks.test_result(msg_id, outcome))

@@ -1,0 +1,195 @@
+"""The API keys page (D35 over D12, D21): every key with its name, plan, scope, quotas, last
+use, expiry and ban; making one, rotating one with a grace, revoking one, lifting a ban.
+
+Each action is the core's rule (app.core.keys), the CLI's: a new secret is shown once, on
+the answer to the form that made it (never in a URL, never cached: Cache-Control:
+no-store), with a copy button of the console's own script; the store keeps its digest
+only. Making and rotating a key ask for the user's password again (ASVS 3.7.1), counted by
+the sign-in throttle when wrong. The audit log names the key by its id and prefix, never
+its secret. Running workers see a revocation or a lifted ban within
+PETSTORE_KEY_CACHE_SECONDS, as after the CLI's.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import flask
+
+from app.console.blueprint import Page, address, console, render, state, store, visitor
+from app.core import keys
+from app.core.errors import SignInFailed
+from app.core.orders import utc_now
+from app.core.quotas.plans import plan_of
+from app.core.storage.console_statements import ConsoleUser
+from app.core.storage.records import PLANS, SCOPES, ApiKey
+from app.core.users import accounts
+
+KEY_ID = re.compile(r"[1-9][0-9]{0,18}\Z")
+NAME_MAX = 200
+GRACE_DEFAULT = "24h"
+SECRET_HEADERS = {"Cache-Control": "no-store"}  # a page with a secret is never kept
+
+
+def _user() -> ConsoleUser:
+    _, user = visitor()
+    assert user is not None
+    return user
+
+
+def _record(action: str, detail: str) -> None:
+    accounts.record(store(), _user().name, address(), action, detail)
+
+
+def row_of(key: ApiKey, now: str) -> dict[str, Any]:
+    """A key as its row shows it: its quotas from its plan (or its own, enterprise)."""
+    plans = state().plans
+    quotas = plan_of(key, plans) if key.plan in plans or key.per_minute is not None else None
+    banned = key.banned_until is not None and key.banned_until > now
+    return {"key": key, "state": keys.state_of(key, now), "quotas": quotas,
+            "banned": banned, "last_used": f"{key.last_used_at[:16]}Z"
+            if key.last_used_at else "never"}
+
+
+def _notice() -> tuple[str, str] | None:
+    """What the last action did, from the redirect's parameters (known words only)."""
+    args = flask.request.args
+    key_id = args.get("key", "")
+    if not KEY_ID.match(key_id):
+        return None
+    done = {"revoked": f"Key {key_id} is revoked: workers refuse it within the key cache's "
+                       "seconds.",
+            "unbanned": f"Key {key_id} is not banned."}
+    return ("done", done[args["done"]]) if args.get("done") in done else None
+
+
+def _list(status: int = 200, error: str | None = None,
+          form: dict[str, str] | None = None) -> Page:
+    now = utc_now()
+    rows = [row_of(key, now) for key in store().list_keys()]
+    return render("keys.html", status, rows=rows, plans=PLANS, scopes=SCOPES,
+                  form=form or {"plan": "free", "scope": "write", "grace": GRACE_DEFAULT},
+                  error=error, notice=_notice())
+
+
+@console.route("/keys")
+def keys_page() -> Page:
+    """Every key, and the form that makes one."""
+    return _list()
+
+
+def _confirmed(purpose: str) -> str | None:
+    """None when the form carries the user's password (ASVS 3.7.1); else the sentence
+    that says why the action was not done (a wrong password counts against the sign-in
+    throttle, D35)."""
+    user = _user()
+    throttle = state().throttle
+    wait = throttle.wait(user.name, address())
+    if wait:
+        _record("password confirmation refused", f"{purpose}: throttled")
+        return (f"Too many wrong passwords for this name or from this address; try again in "
+                f"{wait} seconds.")
+    try:
+        accounts.confirm_password(store(), user, flask.request.form.get("password", ""),
+                                  address(), purpose)
+    except SignInFailed:
+        throttle.failed(user.name, address())
+        return "That is not your password; nothing was done."
+    return None
+
+
+def _number(text: str, label: str) -> int | None:
+    text = text.strip()
+    if not text:
+        return None
+    if not re.fullmatch(r"[0-9]{1,12}", text) or int(text) < 1:
+        raise keys.InvalidKeyValue(f"{label} must be a whole number, 1 or more")
+    return int(text)
+
+
+@console.route("/keys", methods=["POST"])
+def create_key() -> Page:
+    """Make a key and show its secret, once."""
+    form = flask.request.form
+    kept = {name: form.get(name, "") for name in (
+        "name", "plan", "scope", "perMinute", "perDay", "expiresIn", "grace")}
+    refused = _confirmed("create key")
+    if refused is not None:
+        return _list(403, refused, kept)
+    try:
+        name = form.get("name", "").strip()
+        if len(name) > NAME_MAX:
+            raise keys.InvalidKeyValue(f"the name must be at most {NAME_MAX} characters")
+        expires_in = form.get("expiresIn", "").strip()
+        expires = keys.expiry(expires_in, None, time.time()) if expires_in else None
+        secret, key = keys.create(
+            store(), plan=form.get("plan", ""), name=name,
+            per_minute=_number(form.get("perMinute", ""), "Requests a minute"),
+            per_day=_number(form.get("perDay", ""), "Requests a day"),
+            scope=form.get("scope", ""), expires_at=expires)
+    except keys.InvalidKeyValue as exc:
+        _record("create key refused", exc.message)
+        return _list(400, _sentence(exc.message), kept)
+    _record("key created", f"key {key.id} ({key.prefix}...), plan {key.plan}, scope "
+                           f"{key.scope}: {key.name}")
+    return render("key_secret.html", 200, SECRET_HEADERS, key=key, secret=secret,
+                  made="created")
+
+
+def _sentence(message: str) -> str:
+    """A core message as a sentence: a capital first, a full stop last."""
+    text = message[:1].upper() + message[1:]
+    return text if text.endswith(".") else f"{text}."
+
+
+def _key_id(text: str) -> int:
+    if not KEY_ID.match(text):
+        flask.abort(404)
+    return int(text)
+
+
+@console.route("/keys/<key_id>/rotate", methods=["POST"])
+def rotate_key(key_id: str) -> Page:
+    """Give the key a new secret, shown once; the old one works through the grace."""
+    number = _key_id(key_id)
+    refused = _confirmed(f"rotate key {number}")
+    if refused is not None:
+        return _list(403, refused)
+    try:
+        grace = keys.parse_duration(flask.request.form.get("grace", "") or GRACE_DEFAULT)
+        secret, key = keys.rotate(store(), number, grace, time.time())
+    except keys.InvalidKeyValue as exc:
+        return _list(400, _sentence(exc.message))
+    except keys.KeyNotFound as exc:
+        flask.abort(404, description=exc.message)
+    except keys.KeyRevoked as exc:
+        _record("rotate key refused", f"key {number}: revoked")
+        return _list(409, exc.message)
+    _record("key rotated", f"key {key.id} ({key.prefix}...), old secret until "
+                           f"{key.previous_until}")
+    return render("key_secret.html", 200, SECRET_HEADERS, key=key, secret=secret,
+                  made="rotated")
+
+
+@console.route("/keys/<key_id>/revoke", methods=["POST"])
+def revoke_key(key_id: str) -> Page:
+    """Revoke the key (again: nothing changes)."""
+    number = _key_id(key_id)
+    key = store().revoke_key(number, utc_now())
+    if key is None:
+        flask.abort(404, description=keys.KeyNotFound(number).message)
+    _record("key revoked", f"key {key.id} ({key.prefix}...)")
+    return flask.redirect(flask.url_for("console.keys_page", done="revoked", key=number), 303)
+
+
+@console.route("/keys/<key_id>/unban", methods=["POST"])
+def unban_key(key_id: str) -> Page:
+    """Lift the key's ban."""
+    number = _key_id(key_id)
+    key = store().unban_key(number)
+    if key is None:
+        flask.abort(404, description=keys.KeyNotFound(number).message)
+    _record("key unbanned", f"key {key.id} ({key.prefix}...)")
+    return flask.redirect(flask.url_for("console.keys_page", done="unbanned", key=number), 303)

@@ -1,0 +1,138 @@
+"""The API keys page (D35 over D12, D21), as a signed-in visitor sees it: every key with its
+plan, quotas, scope, last use, expiry and state; making and rotating a key only with the
+password again (ASVS 3.7.1), the secret shown once on a page that is not kept; revoking,
+lifting a ban; the core's refusals in words, each action in the audit log without a
+secret."""
+
+from __future__ import annotations
+
+import re
+
+from app.core import keys
+from app.core.storage import Store
+from tests.console.conftest import GOOD, Visitor, cell, row
+
+
+def _secret(page: str) -> str:
+    found = re.search(r'<code class="secret" id="secret">(psk_[A-Za-z0-9_-]+)</code>', page)
+    assert found, "the page shows no secret"
+    return found.group(1)
+
+
+def _row(page: str, number: int) -> str:
+    return row(page, f"key-{number}")
+
+
+def test_a_key_is_made_with_the_password_and_its_secret_shown_once(signed_in: Visitor,
+                                                                   store: Store) -> None:
+    signed_in.get("/console/keys")
+    made = signed_in.post("/console/keys", {
+        "name": "storefront", "plan": "pro", "scope": "read", "expiresIn": "90d",
+        "password": GOOD})
+    assert made.status_code == 200 and made.headers["cache-control"] == "no-store"
+    secret = _secret(made.text)
+    (key,) = store.list_keys()
+    assert keys.digest(secret) == key.digest
+    assert (key.name, key.plan, key.scope, key.expires_at is not None) == (
+        "storefront", "pro", "read", True)
+    assert "copy.js" in made.text and "shown only this once" in made.text
+    listed = signed_in.get("/console/keys").text
+    assert secret not in listed
+    row = _row(listed, key.id)
+    assert cell(row, "quotas") == "300/min, 10,000/day"
+    assert (cell(row, "last-used"), cell(row, "state")) == ("never", "active")
+    entry = store.audit_entries(1)[0]
+    assert (entry.action, entry.detail) == (
+        "key created", f"key {key.id} ({key.prefix}...), plan pro, scope read: storefront")
+    answer = signed_in.client.get("/v2/store/orders",
+                                  headers={"Authorization": f"Bearer {secret}"})
+    assert answer.status_code == 200
+
+
+def test_no_key_is_made_without_the_password(signed_in: Visitor, store: Store) -> None:
+    signed_in.get("/console/keys")
+    refused = signed_in.post("/console/keys", {"name": "x", "plan": "free",
+                                               "scope": "write", "password": "wrong"})
+    assert refused.status_code == 403
+    assert "That is not your password; nothing was done." in refused.text
+    assert 'value="x"' in refused.text and "psk_" not in refused.text
+    assert store.list_keys() == []
+    entry = store.audit_entries(1)[0]
+    assert (entry.user_name, entry.action, entry.detail) == (
+        "owner", "password confirmation failed", "create key")
+
+
+def test_a_key_the_rules_refuse_is_not_made(signed_in: Visitor, store: Store) -> None:
+    signed_in.get("/console/keys")
+    refused = signed_in.post("/console/keys", {"plan": "enterprise", "scope": "write",
+                                               "password": GOOD})
+    assert refused.status_code == 400
+    assert "An enterprise key needs its requests a minute and a day." in refused.text
+    numbers = signed_in.post("/console/keys", {"plan": "free", "scope": "write",
+                                               "perMinute": "5", "password": GOOD})
+    assert numbers.status_code == 400 and "The free plan sets its own limits" in numbers.text
+    expiry = signed_in.post("/console/keys", {"plan": "free", "scope": "write",
+                                              "expiresIn": "soon", "password": GOOD})
+    assert expiry.status_code == 400 and "is not a duration" in expiry.text
+    enterprise = signed_in.post("/console/keys", {
+        "plan": "enterprise", "scope": "write", "perMinute": "7", "perDay": "70",
+        "password": GOOD})
+    assert enterprise.status_code == 200
+    assert cell(_row(signed_in.get("/console/keys").text, 1), "quotas") == "7/min, 70/day"
+    assert len(store.list_keys()) == 1
+
+
+def test_a_key_is_rotated_with_a_grace_and_the_password(signed_in: Visitor,
+                                                        store: Store) -> None:
+    old, key = keys.create(store, plan="free", name="warehouse", per_minute=None,
+                           per_day=None)
+    signed_in.get("/console/keys")
+    wrong = signed_in.post(f"/console/keys/{key.id}/rotate", {"grace": "1h",
+                                                              "password": "nope"})
+    assert wrong.status_code == 403 and store.get_key(key.id).digest == key.digest  # type: ignore[union-attr]
+    rotated = signed_in.post(f"/console/keys/{key.id}/rotate", {"grace": "1h",
+                                                                "password": GOOD})
+    assert rotated.status_code == 200 and rotated.headers["cache-control"] == "no-store"
+    now = store.get_key(key.id)
+    assert now is not None and now.digest == keys.digest(_secret(rotated.text))
+    assert now.previous_digest == keys.digest(old) and now.previous_until is not None
+    assert "old secret until" in cell(_row(signed_in.get("/console/keys").text, key.id),
+                                       "state")
+    assert store.audit_entries(1)[0].action == "key rotated"
+    assert old not in "".join(e.detail for e in store.audit_entries(20))
+
+
+def test_a_key_is_revoked_and_a_revoked_key_is_not_rotated(signed_in: Visitor,
+                                                           store: Store) -> None:
+    _, key = keys.create(store, plan="free", name="", per_minute=None, per_day=None)
+    signed_in.get("/console/keys")
+    revoked = signed_in.post(f"/console/keys/{key.id}/revoke")
+    page = signed_in.follow(revoked).text
+    assert f"Key {key.id} is revoked" in page
+    assert cell(_row(page, key.id), "state").startswith("revoked ")
+    assert "Rotate" not in _row(page, key.id)
+    refused = signed_in.post(f"/console/keys/{key.id}/rotate", {"password": GOOD})
+    assert refused.status_code == 409
+    assert f"Key {key.id} is revoked; create a new one instead." in refused.text
+    assert [e.action for e in store.audit_entries(2)] == ["rotate key refused",
+                                                          "key revoked"]
+    assert signed_in.post("/console/keys/99/revoke").status_code == 404
+
+
+def test_a_ban_is_lifted(signed_in: Visitor, store: Store) -> None:
+    _, key = keys.create(store, plan="free", name="", per_minute=None, per_day=None)
+    store.ban_key(key.id, "2099-01-01T00:00:00Z")
+    signed_in.get("/console/keys")
+    assert "banned until 2099-01-01T00:00:00Z" in cell(_row(signed_in.page, key.id), "state")
+    lifted = signed_in.post(f"/console/keys/{key.id}/unban")
+    page = signed_in.follow(lifted).text
+    assert f"Key {key.id} is not banned." in page
+    assert store.get_key(key.id).banned_until is None  # type: ignore[union-attr]
+    assert "Lift the ban" not in _row(page, key.id)
+
+
+def test_a_keys_name_is_shown_as_text(signed_in: Visitor, store: Store) -> None:
+    keys.create(store, plan="free", name="<img src=x onerror=alert(1)>", per_minute=None,
+                per_day=None)
+    page = signed_in.get("/console/keys").text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page and "<img src=x" not in page

@@ -98,6 +98,19 @@ def if_match_versions(header: str | None) -> set[int] | None:
     return {int(tag) for tag in tags.as_set() if VERSION.fullmatch(tag)}
 
 
+def if_match_version(header: str | None, current: Callable[[], int | None]) -> int | None:
+    """The one version an If-Match header allows a change at (D25): None for any (no header,
+    or *); the version itself when it names one; when it names several, the current one
+    (read by current) if it is among them; else -1, which nothing has."""
+    versions = if_match_versions(header)
+    if versions is None:
+        return None
+    if len(versions) == 1:
+        return next(iter(versions))
+    now = current() if versions else None
+    return now if now in versions else -1
+
+
 def tagged_json(body: bytes | Iterator[bytes], headers: dict[str, str] | None = None,
                 tag: str | None = None) -> flask.Response:
     """A JSON body with its ETag (tag, or a digest of the body, which must then be bytes),

@@ -12,7 +12,7 @@ import orjson
 
 from app.core import orders, paging
 from app.core.storage.records import Transition
-from app.web.conditional import if_match_versions, kept, order_etag, tagged_json
+from app.web.conditional import if_match_version, kept, order_etag, tagged_json
 from app.web.direct import NO_CONTENT, Answer, Call, direct, json_answer
 from app.web.handlers import next_link, services
 
@@ -88,15 +88,9 @@ def _request_json(call: Call) -> Any:
 
 
 def _if_match(call: Call, order_id: int) -> int | None:
-    """The version the request's If-Match allows the change at: None for any (no header,
-    or *); -1, which no order has, when it names none of the order's current version."""
-    versions = if_match_versions(call.header(b"if-match"))
-    if versions is None:
-        return None
-    if len(versions) == 1:
-        return next(iter(versions))
-    current = call.services.store.order_version(order_id) if versions else None
-    return current if current in versions else -1
+    """The version the request's If-Match allows the change at (conditional.if_match_version)."""
+    return if_match_version(call.header(b"if-match"),
+                            lambda: call.services.store.order_version(order_id))
 
 
 def _current(call: Call, order_id: int, moved: Transition) -> Answer:

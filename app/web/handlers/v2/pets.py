@@ -12,7 +12,7 @@ import flask
 import orjson
 
 from app.core import orders, paging, pets
-from app.web.conditional import if_match_versions, kept, order_etag, tagged_json
+from app.web.conditional import if_match_version, kept, order_etag, tagged_json
 from app.web.direct import NO_CONTENT, Answer, Call, direct, json_answer
 from app.web.handlers import next_link, services
 
@@ -97,12 +97,6 @@ def _bytes(pet: str | bytes) -> bytes:
 
 
 def _if_match(call: Call, pet_id: int) -> int | None:
-    """The version the request's If-Match allows the change at: None for any (no header,
-    or *); -1, which no pet has, when it names none of the pet's current version."""
-    versions = if_match_versions(call.header(b"if-match"))
-    if versions is None:
-        return None
-    if len(versions) == 1:
-        return next(iter(versions))
-    current = pets.version(call.services.store, pet_id) if versions else None
-    return current if current in versions else -1
+    """The version the request's If-Match allows the change at (conditional.if_match_version)."""
+    return if_match_version(call.header(b"if-match"),
+                            lambda: pets.version(call.services.store, pet_id))

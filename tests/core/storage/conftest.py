@@ -44,6 +44,15 @@ class Place:
             yield
 
     @contextmanager
+    def holding_imports(self) -> Iterator[None]:
+        """Another connection holds PostgreSQL's advisory lock on which imports and the
+        placing of orders take turns (postgres_writes.IMPORT_LOCK); moves never take it."""
+        from app.core.storage.postgres_writes import IMPORT_LOCK
+
+        with self._holding("SELECT pg_advisory_xact_lock(%s)", (IMPORT_LOCK,)):
+            yield
+
+    @contextmanager
     def _holding(self, lock: str, params: tuple[Any, ...]) -> Iterator[None]:
         """SQLite's write lock, or on PostgreSQL the rows the lock statement locks, held by
         another connection until the block ends."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -174,29 +174,23 @@ def _backends_waiting(database: str) -> list[int]:
 @contextmanager
 def batch_waiting(callers: Callers, place: Place,
                   calls: dict[str, Callable[[Store], Any]]) -> Iterator[Callable[[], None]]:
-    """The calls as one batch, waiting for the revision's row (held by another connection)
-    once the pilot's batch has committed; yields the release of that row."""
-    second_held, release = threading.Event(), threading.Event()
+    """The calls (one of them a placing) as one batch, waiting for the imports' lock, which
+    another connection holds, once the pilot's batch (a cancel, which does not take that
+    lock) has committed; yields the release of that lock.
 
-    def hold_after_the_pilot() -> None:
-        with place.holding_writers():
-            second_held.set()
-            release.wait(30)
-
-    holder = threading.Thread(target=hold_after_the_pilot)
-    with place.holding_writers():
-        callers.pilot_then_together(calls)
-        until(lambda: len(_backends_waiting(place.database)) == 1, "the pilot waits")
-        holder.start()  # it waits for the row behind the pilot, ahead of the batch
-        until(lambda: len(_backends(place.database, "blocker")) == 1, "the holder waits")
-    assert second_held.wait(10)
-    until(lambda: "pilot" in callers.outcomes and len(_backends_waiting(place.database)) == 1,
-          "the batch waits for the row")
+    Not the revision's row: a second holder queued for it behind the pilot is not sure to
+    take it before the batch. The pilot's commit updates the row, and a newcomer that finds
+    the new version unlocked takes it while the queued holder is still waking."""
+    imports = ExitStack()
+    imports.enter_context(place.holding_imports())
     try:
-        yield release.set
+        with place.holding_writers():
+            callers.pilot_then_together(calls)
+        until(lambda: "pilot" in callers.outcomes
+              and len(_backends_waiting(place.database)) == 1, "the batch waits for the lock")
+        yield imports.close
     finally:
-        release.set()
-        holder.join(10)
+        imports.close()
 
 
 def _once_reachable(work: Callable[[], Placed]) -> Placed:

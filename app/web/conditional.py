@@ -67,6 +67,8 @@ def list_etag(revision: int) -> str:
 def matches(if_none_match: str, tag: str) -> bool:
     """Whether an If-None-Match value matches tag, by RFC 9110's weak comparison (section
     13.1.2): a weak or a strong tag of the same opaque value, or *."""
+    if if_none_match == tag:  # the tag sent back as it was given: the usual revalidation
+        return True
     opaque, _ = unquote_etag(tag)
     return parse_etags(if_none_match).contains_weak(opaque)
 
@@ -174,7 +176,8 @@ class Answers:
 async def send_kept(scope: Scope, send: Send, kept: Kept) -> None:
     """The kept answer, or 304 when the request's If-None-Match matches its ETag."""
     given = [v for k, v in scope["headers"] if k == b"if-none-match"]
-    if given and matches(b",".join(given).decode("latin-1"), kept.tag.decode("ascii")):
+    if given and (given == [kept.tag] or matches(b",".join(given).decode("latin-1"),
+                                                 kept.tag.decode("ascii"))):
         await send({"type": "http.response.start", "status": 304,
                     "headers": [(b"etag", kept.tag)]})
         await send({"type": "http.response.body", "body": b""})

@@ -44,20 +44,28 @@ def _policy(windows: tuple[tuple[str, int, int], ...]) -> bytes:
                      for name, limit, seconds in windows).encode()
 
 
+@lru_cache(maxsize=16)
+def _quoted(name: str) -> bytes:
+    return f'"{name}"'.encode()
+
+
 def rate_limit_headers(verdict: Verdict, now: float) -> list[tuple[bytes, bytes]]:
     """X-RateLimit-* for the tightest window (D8), and the IETF draft's RateLimit-Policy
-    and RateLimit fields for both (draft-ietf-httpapi-ratelimit-headers)."""
+    and RateLimit fields for both (draft-ietf-httpapi-ratelimit-headers). Every answer
+    carries them, so they are built in one pass over the windows."""
     tightest = verdict.tightest
-    windows = verdict.windows
-    state = b", ".join(b'"%s";r=%d;t=%d' % (w.name.encode(), w.remaining,
-                                             max(0, math.ceil(w.reset - now)))
-                       for w in windows)
+    policy = []
+    state = []
+    for w in verdict.windows:
+        policy.append((w.name, w.limit, w.seconds))
+        state.append(b"%b;r=%d;t=%d" % (_quoted(w.name), w.remaining,
+                                       max(0, math.ceil(w.reset - now))))
     return [
         (b"x-ratelimit-limit", b"%d" % tightest.limit),
         (b"x-ratelimit-remaining", b"%d" % tightest.remaining),
         (b"x-ratelimit-reset", b"%d" % math.ceil(tightest.reset)),
-        (b"ratelimit-policy", _policy(tuple((w.name, w.limit, w.seconds) for w in windows))),
-        (b"ratelimit", state),
+        (b"ratelimit-policy", _policy(tuple(policy))),
+        (b"ratelimit", b", ".join(state)),
     ]
 
 

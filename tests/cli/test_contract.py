@@ -143,3 +143,18 @@ def test_changelog_groups_every_finding_by_operation_info_included(tmp_path: Pat
     assert "### POST /store/orders\n\n- INFO `endpoint-added`: endpoint added\n" in text
     assert ("### GET /store/orders\n\n- ERR `request-parameter-min-increased`: the minimum of "
             "the query request parameter limit was increased from 1 to 5\n") in text
+
+
+def test_a_page_leaves_out_a_live_document_still_as_released_and_names_one_edited_since(
+        tmp_path: Path) -> None:
+    released = sorted((ROOT / "openapi" / "released").glob("petstore-v2-2.*.yaml"))[-2:]
+    live = yaml.safe_load(LIVE_V2.read_text())["info"]["version"]
+    last = yaml.safe_load(released[-1].read_text())["info"]["version"]
+    assert live == last  # the live document is at its last release's version
+    page = run("changelog", *released, LIVE_V2).stdout
+    assert page.count("\n## ") + page.startswith("## ") == 1
+    assert f" to {last}\n" in page and f"{last} to {last}" not in page
+    edited_since = run("changelog", *released, edited(tmp_path, LIMIT_MIN)).stdout
+    assert edited_since.startswith(
+        f"## Pet Store Orders: changes since {last}, not yet released\n")
+    assert "ERR `request-parameter-min-increased`" in edited_since

@@ -59,8 +59,12 @@ def changelog(base: Document, revision: Document, findings: Sequence[Finding]) -
     """Every finding, INFO included, as markdown grouped by operation: a section for release
     notes, titled by info.title and the two info.versions. Lines are left out, so that the
     section changes only when what a client sees changes."""
-    lines = [f"## {revision.title or 'API'} {base.version or '?'} to {revision.version or '?'}",
-             ""]
+    title = revision.title or "API"
+    if base.version and base.version == revision.version:  # edited since its release
+        heading = f"## {title}: changes since {base.version}, not yet released"
+    else:
+        heading = f"## {title} {base.version or '?'} to {revision.version or '?'}"
+    lines = [heading, ""]
     compared = f"`{base.file}` to `{revision.file}`"
     if not findings:
         return "\n".join([*lines, f"{compared}: no changes.", ""])
@@ -80,9 +84,14 @@ def changelog(base: Document, revision: Document, findings: Sequence[Finding]) -
 
 def changelog_page(documents: Sequence[Document], title: str | None = None) -> str:
     """The changelog of documents in release order (oldest first): one section per step from
-    one to the next, newest first, under `# title` when given."""
-    steps = list(itertools.pairwise(documents))
-    sections = [changelog(base, rev, diff_documents(base, rev)) for base, rev in reversed(steps)]
+    one to the next, newest first, under `# title` when given; a step between two documents
+    of one version (the live one and its release) only when it changes something."""
+    sections = []
+    for base, rev in reversed(list(itertools.pairwise(documents))):
+        findings = diff_documents(base, rev)
+        # A live document still as it was released has nothing to say yet.
+        if findings or not base.version or base.version != rev.version:
+            sections.append(changelog(base, rev, findings))
     head = [f"# {title}\n\nEvery change from each document to the next, newest first, as "
             "`petstore contract changelog` finds it: ERR breaks clients, WARN may, INFO does "
             "not.\n"] if title else []

@@ -33,31 +33,38 @@ HUGE = str(10**9)
 NO_LAST_USE = "quotas on, memory://, last use not recorded"
 
 
-def prepare(folder: Path, orders: int,
-            database: str | None = None) -> tuple[dict[str, str], str]:
+def prepare(folder: Path, orders: int, database: str | None = None,
+            tree: Path | None = None) -> tuple[dict[str, str], str]:
     """A fresh database (SQLite in folder, unless another is named) with orders and an
-    Enterprise key; its env and the key."""
+    Enterprise key; its env and the key. With tree (another commit's source, from
+    harness.worktree), that tree's CLI makes it, so that its schema (its triggers
+    included) is the one that commit gives: a before/after of a change to the schema
+    measures the change."""
     import subprocess
 
     env = {**os.environ, "PETSTORE_DATABASE": database or str(folder / "bench.db")}
-    subprocess.run([*PETSTORE, "init"], env=env, check=True, capture_output=True)
-    add_orders(env, 1, orders)
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
+    subprocess.run([*PETSTORE, "init"], env=env, check=True, capture_output=True, cwd=tree)
+    add_orders(env, 1, orders, tree)
     key = subprocess.run(
         [*PETSTORE, "keys", "create", "--plan", "enterprise", "--name", "bench",
          "--per-minute", HUGE, "--per-day", HUGE],
-        env=env, check=True, capture_output=True, text=True,
+        env=env, check=True, capture_output=True, text=True, cwd=tree,
     ).stdout.strip()
     return env, key
 
 
-def add_orders(env: dict[str, str], first: int, count: int) -> None:
-    """Pending orders first to first + count - 1 in env's database, by the CLI's import."""
+def add_orders(env: dict[str, str], first: int, count: int, tree: Path | None = None) -> None:
+    """Pending orders first to first + count - 1 in env's database, by the CLI's import
+    (tree's, when given)."""
     import subprocess
 
     rows = "\n".join(f'{{"id": {i}, "petId": {i % 97}, "quantity": 1}}'
                      for i in range(first, first + count))
     done = subprocess.run([*PETSTORE, "orders", "import", "--format", "ndjson", "-"],
-                          input=rows, env={**os.environ, **env}, capture_output=True, text=True)
+                          input=rows, env={**os.environ, **env}, capture_output=True, text=True,
+                          cwd=tree)
     if done.returncode != 0:
         raise SystemExit(f"petstore orders import failed: {done.stderr.strip()}")
 

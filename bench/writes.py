@@ -18,8 +18,9 @@ the median of the rounds' ratios. Targets: each write at least 1.0 times its pee
 stores; a write's CPU at most 3 times a read's.
 
 With --against REV the service as it was at commit REV serves beside today's (from a git
-worktree, over a database of its own filled alike), and each row of today's service also
-says its throughput as a ratio of REV's, and the read is measured on both.
+worktree, over a database of its own, made and filled alike by that commit's CLI, so with
+that commit's schema and triggers), and each row of today's service also says its
+throughput as a ratio of REV's, and the read is measured on both.
 
     python -m bench.writes [--runs 3] [--seconds 3] [--orders 300000] [--postgres URL]
                            [--no-sqlite] [--against REV]
@@ -102,7 +103,9 @@ def run(store: str, database: str, peer_database: str, args: argparse.Namespace,
             before_database = stack.enter_context(_before_database(store, args, folder))
             say(f"{store}: preparing {args.orders:,} orders for the service at "
                 f"{args.against}...")
-            before_env, before_key = prepare(folder, args.orders, database=before_database)
+            # Made by that commit's own CLI: its schema, its triggers.
+            before_env, before_key = prepare(folder, args.orders, database=before_database,
+                                             tree=tree)
             servers[f"{BEFORE}{args.against}"] = (
                 _service(tree), "wsgi:app", tree,
                 {**before_env, "PETSTORE_RATELIMIT_STORAGE": "memory://"},

@@ -158,3 +158,6 @@ def test_a_page_leaves_out_a_live_document_still_as_released_and_names_one_edite
     assert edited_since.startswith(
         f"## Pet Store Orders: changes since {last}, not yet released\n")
     assert "ERR `request-parameter-min-increased`" in edited_since
+    alone = run("changelog", released[-1], LIVE_V2).stdout
+    assert alone == (f"## Pet Store Orders: changes since {last}, not yet released\n\n"
+                     f"`{released[-1]}` to `{LIVE_V2}`: no changes.\n")

@@ -85,13 +85,15 @@ def changelog(base: Document, revision: Document, findings: Sequence[Finding]) -
 def changelog_page(documents: Sequence[Document], title: str | None = None) -> str:
     """The changelog of documents in release order (oldest first): one section per step from
     one to the next, newest first, under `# title` when given; a step between two documents
-    of one version (the live one and its release) only when it changes something."""
-    sections = []
-    for base, rev in reversed(list(itertools.pairwise(documents))):
-        findings = diff_documents(base, rev)
-        # A live document still as it was released has nothing to say yet.
-        if findings or not base.version or base.version != rev.version:
-            sections.append(changelog(base, rev, findings))
+    of one version (the live one and its release) only when it changes something, or when
+    no step does."""
+    steps = [(base, rev, diff_documents(base, rev))
+             for base, rev in reversed(list(itertools.pairwise(documents)))]
+    # A live document still as it was released has nothing to say yet, unless it is all
+    # there is to compare.
+    said = [(base, rev, findings) for base, rev, findings in steps
+            if findings or not base.version or base.version != rev.version]
+    sections = [changelog(base, rev, findings) for base, rev, findings in said or steps]
     head = [f"# {title}\n\nEvery change from each document to the next, newest first, as "
             "`petstore contract changelog` finds it: ERR breaks clients, WARN may, INFO does "
             "not.\n"] if title else []

@@ -31,10 +31,11 @@ run: $(STAMP)
 
 ## test: the whole suite, in TEST_WORKERS processes (pytest-xdist): most of its time is spent
 ## waiting on the servers, databases and sleeps it starts, so two processes take about half
-## the time of one even on two cores (TEST_WORKERS=0 runs it in this process, as pytest does)
+## the time of one even on two cores (TEST_WORKERS=0 runs it in this process, as pytest does);
+## a module marked xdist_group runs whole in one process
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 SPECTRAL := tools/spectral/node_modules/.bin/spectral
 OPENAPI := $(wildcard openapi/*.yaml openapi/released/*.yaml)

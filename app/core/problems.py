@@ -70,6 +70,16 @@ def _format(facts: Facts) -> str:
     return f"must be written as a {kind}."
 
 
+# The documents' pattern of an http or https address (a pet's photos, in either case).
+HTTP_URL_PATTERN = "^[Hh][Tt][Tt][Pp][Ss]?://"
+
+
+def _pattern(facts: Facts) -> str:
+    if str(facts.get("pattern", "")).startswith(HTTP_URL_PATTERN):
+        return "must be an http or https URL, such as https://photos.example.com/rex.jpg."
+    return "is not written in the form it takes; see its description in the API's document."
+
+
 def _min_length(facts: Facts) -> str:
     if facts["minLength"] == 1 and facts.get("maxLength") and facts.get("what"):
         return f"must not be empty: it takes 1 to {facts['maxLength']} {facts['what']}."
@@ -124,8 +134,7 @@ RULES: dict[str, Callable[[Facts], str]] = {
     "minItems": lambda f: f"must list at least {f['minItems']} value(s).",
     "maxItems": lambda f: f"may list at most {f['maxItems']} values.",
     "uniqueItems": lambda f: "must not list one value twice.",
-    "pattern": lambda f: "is not written in the form it takes; see its description in the "
-                         "API's document.",
+    "pattern": _pattern,
     # a whole request body
     "not_json": lambda f: "is not valid JSON.",
     "not_utf8": lambda f: "is not valid JSON: it is not UTF-8.",

@@ -73,7 +73,10 @@ def body_problem(error: ValidationError) -> FieldProblem:
     if not names:  # the body as a whole
         return FieldProblem(problems.sentence(problems.BODY, rule, facts), None)
     field = ".".join(names)
-    return FieldProblem(problems.sentence(field or EMPTY_NAME, rule, facts), field)
+    subject = field or EMPTY_NAME
+    if path and isinstance(path[-1], int) and rule != "enum":  # one value of a list: say which
+        subject = f"Value {path[-1] + 1} of {subject}"
+    return FieldProblem(problems.sentence(subject, rule, facts), field)
 
 
 def parameter_problem(error: ValidationError | None, definition: dict[str, Any],

@@ -24,7 +24,9 @@ from tests.contract.test_openapi_document import RESOLVED
 from tests.contract.test_schemathesis import ManyClients, filter_path_parameters
 from tests.support import make_key
 
-pytestmark = pytest.mark.contract
+# One worker runs the whole module (make test: --dist loadgroup), so that the last test
+# sees what the others met.
+pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("error_messages")]
 
 MAX_EXAMPLES = 50  # per operation and phase
 # jsonschema's and Python's phrasing, and reprs of values.

@@ -107,6 +107,19 @@ def test_a_pet_the_rules_refuse_is_400_naming_the_member(
     assert client.get(PETS, headers=auth).json()["pets"] == []
 
 
+@pytest.mark.parametrize(("urls", "message"), [
+    (["https://photos.example.com/rex.jpg", "ftp://photos.example.com/x.jpg"],
+     "Value 2 of photoUrls must be an http or https URL, such as "
+     "https://photos.example.com/rex.jpg."),
+    (["http://"], "Value 1 of photoUrls must be at least 8 characters long."),
+])
+def test_a_photo_url_refused_is_named_by_its_place_in_the_list(
+        client: Any, auth: dict[str, str], urls: list[str], message: str) -> None:
+    answer = add(client, auth, {"name": "Rex", "photoUrls": urls})
+    assert_error(answer, 400, "invalid_request", "photoUrls")
+    assert answer.json()["message"] == message
+
+
 def test_an_unknown_pet_is_404_and_a_malformed_id_400(
         client: Any, auth: dict[str, str]) -> None:
     assert_error(client.get(f"{PETS}/999", headers=auth), 404, "pet_not_found")

@@ -18,7 +18,18 @@ from typing import Any
 
 import flask
 
-from app.console.blueprint import Page, address, console, render, state, store, visitor
+from app.console.blueprint import (
+    Page,
+    address,
+    console,
+    notice,
+    path_id,
+    query_id,
+    render,
+    state,
+    store,
+    visitor,
+)
 from app.core import keys
 from app.core.errors import SignInFailed
 from app.core.orders import utc_now
@@ -27,7 +38,6 @@ from app.core.storage.console_statements import ConsoleUser
 from app.core.storage.records import PLANS, SCOPES, ApiKey
 from app.core.users import accounts
 
-KEY_ID = re.compile(r"[1-9][0-9]{0,18}\Z")
 NAME_MAX = 200
 GRACE_DEFAULT = "24h"
 SECRET_HEADERS = {"Cache-Control": "no-store"}  # a page with a secret is never kept
@@ -55,14 +65,12 @@ def row_of(key: ApiKey, now: str) -> dict[str, Any]:
 
 def _notice() -> tuple[str, str] | None:
     """What the last action did, from the redirect's parameters (known words only)."""
-    args = flask.request.args
-    key_id = args.get("key", "")
-    if not KEY_ID.match(key_id):
+    key_id = query_id("key")
+    if key_id is None:
         return None
-    done = {"revoked": f"Key {key_id} is revoked: workers refuse it within the key cache's "
-                       "seconds.",
-            "unbanned": f"Key {key_id} is not banned."}
-    return ("done", done[args["done"]]) if args.get("done") in done else None
+    return notice({"revoked": f"Key {key_id} is revoked: workers refuse it within the key "
+                              "cache's seconds.",
+                   "unbanned": f"Key {key_id} is not banned."})
 
 
 def _list(status: int = 200, error: str | None = None,
@@ -144,16 +152,12 @@ def _sentence(message: str) -> str:
     return text if text.endswith(".") else f"{text}."
 
 
-def _key_id(text: str) -> int:
-    if not KEY_ID.match(text):
-        flask.abort(404)
-    return int(text)
 
 
 @console.route("/keys/<key_id>/rotate", methods=["POST"])
 def rotate_key(key_id: str) -> Page:
     """Give the key a new secret, shown once; the old one works through the grace."""
-    number = _key_id(key_id)
+    number = path_id(key_id)
     refused = _confirmed(f"rotate key {number}")
     if refused is not None:
         return _list(403, refused)
@@ -176,7 +180,7 @@ def rotate_key(key_id: str) -> Page:
 @console.route("/keys/<key_id>/revoke", methods=["POST"])
 def revoke_key(key_id: str) -> Page:
     """Revoke the key (again: nothing changes)."""
-    number = _key_id(key_id)
+    number = path_id(key_id)
     key = store().revoke_key(number, utc_now())
     if key is None:
         flask.abort(404, description=keys.KeyNotFound(number).message)
@@ -187,7 +191,7 @@ def revoke_key(key_id: str) -> Page:
 @console.route("/keys/<key_id>/unban", methods=["POST"])
 def unban_key(key_id: str) -> Page:
     """Lift the key's ban."""
-    number = _key_id(key_id)
+    number = path_id(key_id)
     key = store().unban_key(number)
     if key is None:
         flask.abort(404, description=keys.KeyNotFound(number).message)

@@ -3,6 +3,7 @@ rendered."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -85,6 +86,37 @@ def render(template: str, status: int = 200, headers: dict[str, str] | None = No
     body = flask.render_template(f"console/{template}", user=user, session=session,
                                  token=token, **context)
     return flask.Response(body, status, headers=headers, mimetype="text/html")
+
+
+# An id as the console's own links and forms write it (an order's, a pet's, a key's, an
+# endpoint's): anything else in a URL is no page of the console.
+ID = re.compile(r"[1-9][0-9]{0,18}\Z")
+
+
+def path_id(text: str) -> int:
+    """An id from a page's path; 404 for anything that is not one."""
+    if not ID.match(text):
+        flask.abort(404)
+    return int(text)
+
+
+def query_id(name: str) -> int | None:
+    """An id from the URL's query (the one a redirect after an action names), or None."""
+    text = flask.request.args.get(name, "")
+    return int(text) if ID.match(text) else None
+
+
+def notice(done: dict[str, str],
+           refused: dict[str, str] | None = None) -> tuple[str, str] | None:
+    """What the last action did, or why it was refused, from the word its redirect put in
+    the URL (`done=...` or `refused=...`): one of the sentences given, never the URL's own
+    text."""
+    args = flask.request.args
+    if args.get("done") in done:
+        return "done", done[args["done"]]
+    if refused and args.get("refused") in refused:
+        return "refused", refused[args["refused"]]
+    return None
 
 
 def see_other(endpoint: str, **values: Any) -> Page:

@@ -23,7 +23,17 @@ from urllib.parse import parse_qsl, urlencode
 import flask
 import orjson
 
-from app.console.blueprint import Page, address, console, render, store, visitor
+from app.console.blueprint import (
+    Page,
+    address,
+    console,
+    notice,
+    path_id,
+    query_id,
+    render,
+    store,
+    visitor,
+)
 from app.core import feed, orders, paging
 from app.core.errors import (
     InvalidParameter,
@@ -43,7 +53,6 @@ SORTS = {"-id": "Newest first", "id": "Oldest first", "shipDate": "Ship date, ea
          "-shipDate": "Ship date, latest first"}
 DEFAULT_SORT = "-id"  # the board shows new orders first, where its script adds them
 FILTERS = ("status", "petId", "complete", "from", "to", "sort")
-ORDER_ID = re.compile(r"[1-9][0-9]{0,18}\Z")
 ACTIONS = ("ship", "complete", "cancel")
 EXPORT_BATCH = 1000  # orders a piece of the CSV export (one trip to a handler thread)
 # The filters' names as the form labels them, for the rules' sentences.
@@ -133,13 +142,10 @@ def row_of(order: dict[str, Any], version: int, names: PetNames) -> dict[str, An
 
 
 def _notice() -> tuple[str, str] | None:
-    """What the last action did or why it was refused, from the redirect's parameters
-    (known words only: nothing of the URL is shown as it came)."""
-    args = flask.request.args
-    order_id = args.get("order", "")
-    if not ORDER_ID.match(order_id):
+    """What the last action on an order did or why it was refused."""
+    number = query_id("order")
+    if number is None:
         return None
-    number = int(order_id)
     done = {"ship": f"Order {number} is shipped.", "complete": f"Order {number} is complete.",
             "cancel": f"Order {number} is cancelled.",
             "same": f"Order {number} was so already; nothing changed."}
@@ -150,11 +156,7 @@ def _notice() -> tuple[str, str] | None:
         "shipped": OrderAlreadyShipped(number).message,
         "not-shipped": OrderNotShipped(number).message,
         "not-found": OrderNotFound(number).message}
-    if args.get("done") in done:
-        return "done", done[args["done"]]
-    if args.get("refused") in refused:
-        return "refused", refused[args["refused"]]
-    return None
+    return notice(done, refused)
 
 
 @console.route("/orders")
@@ -204,12 +206,12 @@ REFUSALS: dict[type[PetstoreError], str] = {
 def act(order_id: str, action: str) -> Page:
     """Ship (with an optional date), complete or cancel an order, at the version its row
     showed."""
-    if action not in ACTIONS or not ORDER_ID.match(order_id):
+    if action not in ACTIONS:
         flask.abort(404)
+    number = path_id(order_id)
     _, user = visitor()
     assert user is not None
     form = flask.request.form
-    number = int(order_id)
     version = int(form["version"]) if form.get("version", "").isdigit() else None
     if version is None:
         flask.abort(400, description="The form lacks the version of the order it showed.")

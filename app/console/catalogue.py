@@ -20,7 +20,17 @@ from typing import Any
 import flask
 import orjson
 
-from app.console.blueprint import Page, address, console, render, store, visitor
+from app.console.blueprint import (
+    Page,
+    address,
+    console,
+    notice,
+    path_id,
+    query_id,
+    render,
+    store,
+    visitor,
+)
 from app.core import pets
 from app.core.errors import (
     IdempotencyKeyInUse,
@@ -36,7 +46,6 @@ from app.core.orders import IDEMPOTENCY_KEY_MAX
 from app.core.users import accounts
 
 PAGE_SIZE = 100  # pets a page
-PET_ID = re.compile(r"[1-9][0-9]{0,18}\Z")
 FORM_KEY = re.compile(r"console-[A-Za-z0-9_-]{16,64}\Z")
 # The fields as the forms label them, for the rules' sentences.
 LABELS = {"name": "Name", "category": "Category", "tags": "Tags", "tag": "Tag",
@@ -132,11 +141,9 @@ def _filters(args: Any) -> tuple[dict[str, Any], pets.PetQuery | None, str | Non
 
 def _notice() -> tuple[str, str] | None:
     """What the last action did, from the redirect's parameters (known words only)."""
-    args = flask.request.args
-    pet_id = args.get("pet", "")
-    if not PET_ID.match(pet_id):
+    number = query_id("pet")
+    if number is None:
         return None
-    number = int(pet_id)
     done = {"added": f"Pet {number} is added.", "edited": f"Pet {number} is saved.",
             "received": f"The stock of pet {number} is received.",
             "written-off": f"The stock of pet {number} is written off.",
@@ -144,7 +151,7 @@ def _notice() -> tuple[str, str] | None:
                         "applied again.",
             "withdrawn": f"Pet {number} is withdrawn from the catalogue; it takes no new "
                          "order."}
-    return ("done", done[args["done"]]) if args.get("done") in done else None
+    return notice(done)
 
 
 @console.route("/pets")
@@ -200,12 +207,6 @@ def add_pet() -> Page:
 
 # one pet ----------------------------------------------------------------------------------
 
-def _pet_id(text: str) -> int:
-    if not PET_ID.match(text):
-        flask.abort(404)
-    return int(text)
-
-
 def _pet_view(pet_id: int, status: int = 200, error: str | None = None,
               fields: dict[str, str] | None = None, **context: Any) -> Page:
     """A pet's page: its figures, its edit form (the fields sent, after a refusal), the
@@ -222,7 +223,7 @@ def _pet_view(pet_id: int, status: int = 200, error: str | None = None,
 @console.route("/pets/<pet_id>")
 def pet_page(pet_id: str) -> Page:
     """A pet, its figures and its actions."""
-    return _pet_view(_pet_id(pet_id))
+    return _pet_view(path_id(pet_id))
 
 
 def _version_of(form: Any) -> int:
@@ -251,7 +252,7 @@ def _refused(pet_id: int, action: str, exc: PetstoreError, **context: Any) -> Pa
 @console.route("/pets/<pet_id>/edit", methods=["POST"])
 def edit_pet(pet_id: str) -> Page:
     """Save the edit form, only at the version the page showed (D25)."""
-    number = _pet_id(pet_id)
+    number = path_id(pet_id)
     form = flask.request.form
     version = _version_of(form)
     try:
@@ -273,7 +274,7 @@ def edit_pet(pet_id: str) -> Page:
 def adjust_stock(pet_id: str) -> Page:
     """Receive stock (a positive delta) or write it off (a negative one), with a reason,
     once for the form's key."""
-    number = _pet_id(pet_id)
+    number = path_id(pet_id)
     form = flask.request.form
     key = _key_of(form)
     direction = form.get("direction", "receive")
@@ -296,7 +297,7 @@ def adjust_stock(pet_id: str) -> Page:
 @console.route("/pets/<pet_id>/withdraw", methods=["POST"])
 def withdraw_pet(pet_id: str) -> Page:
     """Withdraw the pet from the catalogue (again: nothing changes)."""
-    number = _pet_id(pet_id)
+    number = path_id(pet_id)
     try:
         pets.withdraw(store(), number)
     except PetstoreError as exc:

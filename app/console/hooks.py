@@ -19,7 +19,18 @@ from typing import Any
 
 import flask
 
-from app.console.blueprint import Page, address, console, render, state, store, visitor
+from app.console.blueprint import (
+    Page,
+    address,
+    console,
+    notice,
+    path_id,
+    render,
+    see_other,
+    state,
+    store,
+    visitor,
+)
 from app.core import webhooks
 from app.core.errors import InvalidParameter, PetstoreError, ResyncRequired
 from app.core.orders import format_time
@@ -27,7 +38,6 @@ from app.core.storage.records import WebhookEndpoint
 from app.core.users import accounts
 from app.outbound import send_test
 
-ENDPOINT_ID = re.compile(r"[1-9][0-9]{0,18}\Z")
 DELIVERIES_PAGE = 50
 SECRET_HEADERS = {"Cache-Control": "no-store"}  # a page with a secret is never kept
 SHOWN_OF_ANSWER = 200  # characters of an answer a row shows; the rest on asking
@@ -66,12 +76,6 @@ def row_of(endpoint: WebhookEndpoint) -> dict[str, Any]:
             "lag_more": lag >= webhooks.LAG_COUNTED}
 
 
-def _endpoint_id(text: str) -> int:
-    if not ENDPOINT_ID.match(text):
-        flask.abort(404)
-    return int(text)
-
-
 def _find(number: int) -> WebhookEndpoint:
     try:
         return webhooks.find(store(), None, number)
@@ -88,16 +92,14 @@ def webhooks_page() -> Page:
 
 def _notice() -> tuple[str, str] | None:
     """What the last action did, from the redirect's parameters (known words only)."""
-    args = flask.request.args
-    done = {"enabled": "The endpoint is enabled: it goes on from where it stopped.",
+    return notice({"enabled": "The endpoint is enabled: it goes on from where it stopped.",
             "disabled": "The endpoint is disabled: nothing is sent until it is enabled.",
             "replayed": "The endpoint goes on from the point asked: those changes are sent "
                         "again, each order as it is now.",
             "nothing": "No message was sent to this endpoint since then; nothing changed.",
-            "test-delivered": "The test message was delivered.",
-            "test-failed": "The test message was not delivered: its row below says why."}
-    return ("done" if args.get("done") != "test-failed" else "refused",
-            done[args["done"]]) if args.get("done") in done else None
+            "test-delivered": "The test message was delivered."},
+                  {"test-failed": "The test message was not delivered: its row below says "
+                                  "why."})
 
 
 def _endpoint_view(number: int, status: int = 200, error: str | None = None) -> Page:
@@ -118,24 +120,26 @@ def _endpoint_view(number: int, status: int = 200, error: str | None = None) -> 
 @console.route("/webhooks/<endpoint_id>")
 def webhook_page(endpoint_id: str) -> Page:
     """An endpoint, its actions and its deliveries, newest first."""
-    return _endpoint_view(_endpoint_id(endpoint_id))
+    return _endpoint_view(path_id(endpoint_id))
 
 
-def _done(number: int, done: str) -> Page:
-    return flask.redirect(flask.url_for("console.webhook_page", endpoint_id=number,
-                                        done=done), 303)
+def _done(number: int, **word: str) -> Page:
+    """Back to the endpoint's page, saying what was done (done=...) or refused."""
+    return see_other("console.webhook_page", endpoint_id=number, **word)
 
 
 @console.route("/webhooks/<endpoint_id>/test", methods=["POST"])
 def test_webhook(endpoint_id: str) -> Page:
     """Send a signed ping now; its attempt joins the deliveries."""
-    number = _endpoint_id(endpoint_id)
+    number = path_id(endpoint_id)
     endpoint = _find(number)
     msg_id, outcome = send_test(store(), endpoint, state().services.settings.webhook_timeout,
                                 _allowed())
     _record("webhook test sent", f"endpoint {number}, {msg_id}: " + (
         "delivered" if outcome.delivered else outcome.failure()))
-    return _done(number, "test-delivered" if outcome.delivered else "test-failed")
+    if outcome.delivered:
+        return _done(number, done="test-delivered")
+    return _done(number, refused="test-failed")
 
 
 @console.route("/webhooks/<endpoint_id>/<action>", methods=["POST"])
@@ -143,14 +147,14 @@ def switch_webhook(endpoint_id: str, action: str) -> Page:
     """Enable (from where it stopped: nothing skipped) or disable the endpoint."""
     if action not in ("enable", "disable"):
         flask.abort(404)
-    number = _endpoint_id(endpoint_id)
+    number = path_id(endpoint_id)
     try:
         webhooks.update(store(), None, number, {"enabled": action == "enable"},
                         _allowed())
     except PetstoreError as exc:
         flask.abort(404, description=exc.message)
     _record(f"webhook {action}d", f"endpoint {number}")
-    return _done(number, f"{action}d")
+    return _done(number, done=f"{action}d")
 
 
 GRACE_HOURS_MAX = webhooks.GRACE_MAX // 3600
@@ -160,7 +164,7 @@ GRACE_HOURS_MAX = webhooks.GRACE_MAX // 3600
 def rotate_webhook(endpoint_id: str) -> Page:
     """Give the endpoint a new secret, shown once; the old one signs beside it through the
     grace."""
-    number = _endpoint_id(endpoint_id)
+    number = path_id(endpoint_id)
     hours = flask.request.form.get("graceHours", "").strip()
     if not re.fullmatch(r"[0-9]{1,4}", hours) or int(hours) > GRACE_HOURS_MAX:
         return _endpoint_view(number, 400, f"The grace is a whole number of hours, 0 to "
@@ -189,7 +193,7 @@ def _since(text: str) -> str:
 def replay_webhook(endpoint_id: str) -> Page:
     """Deliver again from a time (every message attempted since, and what followed) or
     from a feed cursor (every change after it); the endpoint's retry state is cleared."""
-    number = _endpoint_id(endpoint_id)
+    number = path_id(endpoint_id)
     _find(number)
     form = flask.request.form
     since, after = form.get("since", "").strip(), form.get("after", "").strip()
@@ -211,6 +215,6 @@ def replay_webhook(endpoint_id: str) -> Page:
         return _endpoint_view(number, 409, "That feed cursor is of another database, or of "
                                            "before a restore; nothing changed.")
     if replayed is None:
-        return _done(number, "nothing")
+        return _done(number, done="nothing")
     _record("webhook replayed", detail)
-    return _done(number, "replayed")
+    return _done(number, done="replayed")

@@ -61,7 +61,7 @@ from app.core.storage.postgres_writes import (
     Place,
     run_batch,
 )
-from app.core.storage.records import ApiKey, Changes, Placed, Transition
+from app.core.storage.records import ApiKey, Changes, OrderMove, Placed, Transition
 from app.core.storage.statements import (
     KEY_COLUMNS,
     SqlStore,
@@ -375,12 +375,12 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
         return self._all(sql, params)
 
     @_translate_errors
-    def _transition(self, update: str, params: tuple[Any, ...], order_id: int) -> Transition:
+    def _transition(self, move: OrderMove) -> Transition:
         """Run a conditional UPDATE of one order, atomic on its own. Of concurrent calls, the
         first changes the order; the others find it no longer in the state they move it
         from and change nothing, and read it as it is then. The transaction may hold other
         writes of this process (postgres_writes.py)."""
-        result: Transition = self._grouped.run(Move(update, params, order_id))
+        result: Transition = self._grouped.run(Move(move))
         return result
 
     @_translate_errors

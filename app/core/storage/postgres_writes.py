@@ -45,13 +45,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import psycopg
 
 from app.core.errors import OutOfStock, PetNotInCatalogue, PetWithdrawn, StoreUnavailable
-from app.core.storage.records import Placed, Transition
+from app.core.storage.records import OrderMove, Placed, Transition
 from app.core.storage.statements import NEW_ORDER_COLUMNS, PET_OUTSIDE_CATALOGUE, PLACED_KIND
 
 # The key of the transaction-scoped advisory lock on which imports and placing take turns:
@@ -112,28 +112,62 @@ Cursor = psycopg.Cursor[tuple[Any, ...]]
 
 @dataclass(frozen=True, slots=True)
 class Move:
-    """A conditional UPDATE of one order (statements.SqlStore._move), and the order's id."""
+    """A conditional change of one order (records.OrderMove)."""
 
-    update: str
-    params: tuple[Any, ...]
-    order_id: int
+    move: OrderMove
 
     def statement(self) -> tuple[str, tuple[Any, ...] | dict[str, Any]]:
         # Its conditional UPDATE, and when that changes nothing the order as it is (a
         # snapshot no other writer's commit can outdate while the batch holds the revision);
         # either way with the order's JSON, for an answer that gives the order.
-        return (f"WITH moved AS ({self.update} RETURNING status, complete, version, "
+        update, params = self.move.statement("%s")
+        return (f"WITH moved AS ({update} RETURNING status, complete, version, "
                 f"{ORDER_JSON} AS order_json) "
                 "SELECT true, status, complete, version, order_json FROM moved UNION ALL "
                 f"SELECT false, status, complete, version, {ORDER_JSON} FROM orders "
                 "WHERE id = %s AND NOT EXISTS (SELECT FROM moved)",
-                (*self.params, self.order_id))
+                (*params, self.move.order_id))
+
+    def kind(self) -> tuple[Any, ...]:
+        """What moves of one statement share: everything but the order and its values."""
+        move = self.move
+        return (move.assignments, tuple(column for column, _ in move.values),
+                move.condition, move.version is None)
 
     def outcome(self, row: tuple[Any, ...] | None) -> Transition:
         if row is None:
             return Transition(None, changed=False)
         return Transition(str(row[1]), bool(row[0]), bool(row[2]), int(row[3]),
                           orjson.loads(row[4]))
+
+
+def moves_statement(moves: Sequence[Move]) -> tuple[str, tuple[Any, ...]]:
+    """One statement for moves of one kind of distinct orders (a cancel of each, say): what
+    Move.statement gives each, with the order's id last. The values come as JSON typed by
+    the orders' own columns (jsonb_populate_recordset), so no type is written here twice.
+
+    Why: every statement that changes orders runs the stock's statement trigger (migration
+    10), and each run updates the revision's row once more in the transaction; a batch's
+    cancels in one statement pay that once (docs/performance.md)."""
+    first = moves[0].move
+    columns = ("id", "version", *(column for column, _ in first.values))
+    picked = ", ".join(f"{column} AS move_{column}" for column in columns)
+    assignments = ", ".join((first.assignments, *(f"{column} = w.move_{column}"
+                                                 for column in columns[2:])))
+    where = f"id = w.move_id AND {first.condition}"
+    if first.version is not None:
+        where += " AND version = w.move_version"
+    values = orjson.dumps([{"id": move.move.order_id, "version": move.move.version,
+                            **dict(move.move.values)} for move in moves]).decode()
+    return (f"WITH w AS (SELECT {picked} FROM jsonb_populate_recordset(NULL::orders, "
+            "%s::jsonb)), "
+            f"moved AS (UPDATE orders SET {assignments}, version = version + 1 FROM w "
+            f"WHERE {where} RETURNING id, status, complete, version, "
+            f"{ORDER_JSON} AS order_json) "
+            "SELECT true, status, complete, version, order_json, id FROM moved UNION ALL "
+            f"SELECT false, status, complete, version, {ORDER_JSON}, id FROM orders "
+            "WHERE id IN (SELECT move_id FROM w) AND id NOT IN (SELECT id FROM moved)",
+            (values,))
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,10 +210,10 @@ Outcome = Transition | Placed | tuple[Any, ...] | Exception
 
 
 class _WriteFailed(Exception):
-    """The write at index failed on its own statement, with error; its transaction has
-    been rolled back."""
+    """The write at index failed on its own statement, with error (index None: a statement
+    of several moves failed); its transaction has been rolled back."""
 
-    def __init__(self, index: int, error: Exception) -> None:
+    def __init__(self, index: int | None, error: Exception) -> None:
         super().__init__(index, error)
         self.index = index
         self.error = error
@@ -192,35 +226,64 @@ def run_batch(conn: Connection, writes: Sequence[Move | Place],
     conn; raises when that transaction fails as a whole. An error of a class in
     unavailable is the store's, never one write's (the module's docstring)."""
     failed: dict[int, Exception] = {}
+    together = True
     while True:
         running = [i for i in range(len(writes)) if i not in failed]
         try:
-            outcomes = iter(_transaction(conn, [writes[i] for i in running], unavailable))
+            outcomes = iter(_transaction(conn, [writes[i] for i in running], unavailable,
+                                         together))
         except _WriteFailed as failure:
-            failed[running[failure.index]] = failure.error
+            if failure.index is None:  # one of several moves failed: find which, alone
+                together = False
+            else:
+                failed[running[failure.index]] = failure.error
             continue
         return [failed[i] if i in failed else next(outcomes) for i in range(len(writes))]
 
 
+def statements(writes: Sequence[Move | Place], together: bool = True) -> list[list[int]]:
+    """The writes (their indexes) each statement of a batch runs, in the order they
+    arrived: a run of moves of one kind, of distinct orders, in one statement
+    (moves_statement); every other write in a statement of its own. Moves of distinct
+    orders change nothing the others read, so one statement of them is the same as each
+    in turn; the same order twice takes a statement each, in order."""
+    units: list[list[int]] = []
+    orders: set[int] = set()
+    for index, write in enumerate(writes):
+        last = writes[units[-1][0]] if units else None
+        if (together and isinstance(write, Move) and isinstance(last, Move)
+                and last.kind() == write.kind() and write.move.order_id not in orders):
+            units[-1].append(index)
+        else:
+            units.append([index])
+            orders = set()
+        if isinstance(write, Move):
+            orders.add(write.move.order_id)
+    return units
+
+
 def _transaction(conn: Connection, writes: Sequence[Move | Place],
-                 unavailable: tuple[type[Exception], ...]) -> list[Outcome]:
+                 unavailable: tuple[type[Exception], ...], together: bool) -> list[Outcome]:
     if not writes:
         return []
-    sent: list[tuple[int | None, Cursor]] = []  # each statement and its write (None: ours)
+    sent: list[tuple[list[int] | None, Cursor]] = []  # each statement and its writes
 
-    def send(write: int | None, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()
-             ) -> Cursor:
+    def send(unit: list[int] | None, sql: str,
+             params: tuple[Any, ...] | dict[str, Any] = ()) -> Cursor:
         cursor = conn.execute(sql, params)
-        sent.append((write, cursor))
+        sent.append((unit, cursor))
         return cursor
 
+    units = statements(writes, together)
     try:
         with conn.pipeline():
             send(None, "BEGIN")
             if any(isinstance(write, Place) for write in writes):
                 send(None, TAKE_IMPORT_LOCK, (IMPORT_LOCK,))
             send(None, TAKE_REVISION)
-            answers = [send(i, *write.statement()) for i, write in enumerate(writes)]
+            answers = [send(unit, *(writes[unit[0]].statement() if len(unit) == 1 else
+                                    moves_statement([writes[i] for i in unit])))  # type: ignore[misc]
+                       for unit in units]
             send(None, "COMMIT")
     except BaseException as exc:
         if conn.broken:
@@ -228,9 +291,17 @@ def _transaction(conn: Connection, writes: Sequence[Move | Place],
         conn.execute("ROLLBACK")
         # The statement that failed is the first without a result; those after it were
         # not run (the pipeline was aborted).
-        culprit = next((write for write, cursor in sent if cursor.pgresult is None), None)
+        culprit = next((unit for unit, cursor in sent if cursor.pgresult is None), None)
         if culprit is None or not isinstance(exc, psycopg.Error) or isinstance(exc, unavailable):
             raise
-        raise _WriteFailed(culprit, exc) from None
-    return [write.outcome(answer.fetchone()) for write, answer in zip(writes, answers,
-                                                                       strict=True)]
+        raise _WriteFailed(culprit[0] if len(culprit) == 1 else None, exc) from None
+    outcomes: list[Outcome] = [None] * len(writes)  # type: ignore[list-item]
+    for unit, answer in zip(units, answers, strict=True):
+        if len(unit) == 1:
+            outcomes[unit[0]] = writes[unit[0]].outcome(answer.fetchone())
+            continue
+        rows = {row[5]: row for row in answer.fetchall()}
+        for index in unit:
+            move = cast(Move, writes[index])
+            outcomes[index] = move.outcome(rows.get(move.move.order_id))
+    return outcomes

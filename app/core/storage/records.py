@@ -89,6 +89,32 @@ class Transition:
     order: dict[str, Any] | None = dataclasses.field(default=None, compare=False)
 
 
+@dataclass(frozen=True, slots=True)
+class OrderMove:
+    """A conditional change of one order (a cancel, a ship, a complete): the constant
+    assignments (SQL of ours), the columns set to values of the caller's, and the condition
+    the order must meet, the state it moves from (and its version, for If-Match, D25).
+    Kept in parts so that a store may move many orders in one statement."""
+
+    order_id: int
+    assignments: str
+    values: tuple[tuple[str, Any], ...]
+    condition: str
+    version: int | None = None
+
+    def statement(self, param: str) -> tuple[str, tuple[Any, ...]]:
+        """The UPDATE of this one order, with param the driver's placeholder."""
+        assignments = ", ".join((self.assignments, *(f"{column} = {param}"
+                                                     for column, _ in self.values)))
+        where = f"id = {param} AND {self.condition}"
+        params = (*(value for _, value in self.values), self.order_id)
+        if self.version is not None:
+            where += f" AND version = {param}"
+            params = (*params, self.version)
+        return (f"UPDATE orders SET {assignments}, version = version + 1 WHERE {where}",
+                params)
+
+
 @dataclass(frozen=True)
 class Placed:
     """An order placed under an idempotency key (D23): the order as the first answer gave

@@ -29,7 +29,7 @@ from app.core.errors import (
 )
 from app.core.storage.console_statements import CONSOLE_SCHEMA, ConsoleStatements
 from app.core.storage.group_commit import GroupCommit, Savepoints
-from app.core.storage.records import ApiKey, Changes, Placed, Transition
+from app.core.storage.records import ApiKey, Changes, OrderMove, Placed, Transition
 from app.core.storage.sqlite_stock import PET_FOR_PLACING, SQLiteStock, add_stock_v10
 from app.core.storage.statements import (
     FEED_ERAS,
@@ -422,13 +422,15 @@ class SQLiteStore(SQLiteStock, SqlStore, StockStatements, WebhookStatements,
         return self.db.execute(sql, params).fetchall()
 
     @_translate_errors
-    def _transition(self, update: str, params: tuple[Any, ...], order_id: int) -> Transition:
-        def move(db: sqlite_utils.Database) -> tuple[bool, Any]:
+    def _transition(self, move: OrderMove) -> Transition:
+        update, params = move.statement(self.PARAM)
+
+        def run(db: sqlite_utils.Database) -> tuple[bool, Any]:
             changed = db.execute(update, params).rowcount == 1
             return changed, db.execute(f"SELECT status, complete, version, {ORDER_JSON} "
-                                       "FROM orders WHERE id = ?", (order_id,)).fetchone()
+                                       "FROM orders WHERE id = ?", (move.order_id,)).fetchone()
 
-        changed, row = self._grouped.run(move)
+        changed, row = self._grouped.run(run)
         if row is None:
             return Transition(None, changed=False)
         return Transition(str(row[0]), changed, bool(row[1]), int(row[2]),

@@ -22,6 +22,7 @@ from app.core.storage.records import (
     KEY_FIELDS,
     ORDER_STATUSES,
     ApiKey,
+    OrderMove,
     OrderQuery,
     Placed,
     Position,
@@ -153,8 +154,8 @@ class SqlStore:
         """Every row the query gives."""
         raise NotImplementedError
 
-    def _transition(self, update: str, params: tuple[Any, ...], order_id: int) -> Transition:
-        """Run a conditional UPDATE of one order (its WHERE clause names the state it moves
+    def _transition(self, move: OrderMove) -> Transition:
+        """Run a conditional UPDATE of one order (its condition names the state it moves
         from); read the order's status, complete flag and version afterwards in the same
         transaction, to say what it is now and, when nothing changed, why."""
         raise NotImplementedError
@@ -303,44 +304,31 @@ class SqlStore:
             counts[str(status)] = int(count)
         return counts
 
-    def _move(self, assignments: str, params: tuple[Any, ...], order_id: int,
-              condition: str, version: int | None) -> Transition:
-        p = self.PARAM
-        where = f"id = {p} AND {condition}"
-        if version is not None:  # If-Match (D25): only from that very version
-            where += f" AND version = {p}"
-            params = (*params, order_id, version)
-        else:
-            params = (*params, order_id)
-        return self._transition(
-            f"UPDATE orders SET {assignments}, version = version + 1 WHERE {where}",
-            params, order_id)
-
     def cancel_order(self, order_id: int, key_id: int | None, now: str,
                      version: int | None = None, user_id: int | None = None) -> Transition:
         """Cancel the order if it is pending (and at version, when given), in one
         conditional write, recording when and by which key (or console user, D35). Of many
         concurrent calls, exactly one reports changed."""
-        p = self.PARAM
-        by_user = f", cancelled_by_user = {p}" if user_id is not None else ""
-        return self._move(f"status = 'cancelled', cancelled_at = {p}, cancelled_by = {p}"
-                          f"{by_user}, last_change = 'cancelled'",
-                          (now, key_id, *((user_id,) if user_id is not None else ())),
-                          order_id, "status = 'pending'", version)
+        by_user = (("cancelled_by_user", user_id),) if user_id is not None else ()
+        return self._transition(OrderMove(
+            order_id, "status = 'cancelled', last_change = 'cancelled'",
+            (("cancelled_at", now), ("cancelled_by", key_id), *by_user),
+            "status = 'pending'", version))
 
     def ship_order(self, order_id: int, ship_date: str,
                    version: int | None = None) -> Transition:
         """Mark the order shipped on ship_date if it is pending (and at version, when
         given), in one conditional write."""
-        return self._move(f"status = 'shipped', ship_date = {self.PARAM}, "
-                          "last_change = 'shipped'", (ship_date,),
-                          order_id, "status = 'pending'", version)
+        return self._transition(OrderMove(
+            order_id, "status = 'shipped', last_change = 'shipped'",
+            (("ship_date", ship_date),), "status = 'pending'", version))
 
     def complete_order(self, order_id: int, version: int | None = None) -> Transition:
         """Mark the order complete if it is shipped and not yet complete (and at version,
         when given), in one conditional write."""
-        return self._move(f"complete = {self.TRUE}, last_change = 'completed'", (), order_id,
-                          f"status = 'shipped' AND complete = {self.FALSE}", version)
+        return self._transition(OrderMove(
+            order_id, f"complete = {self.TRUE}, last_change = 'completed'", (),
+            f"status = 'shipped' AND complete = {self.FALSE}", version))
 
     def order_version(self, order_id: int) -> int | None:
         """The order's version (D25), or None when there is no such order."""

@@ -152,6 +152,60 @@ def test_one_idempotency_key_twice_in_a_batch_places_once_and_replays_once(
     assert patient.count_orders() == 5
 
 
+def test_moves_of_one_kind_in_a_batch_each_answer_as_if_alone(
+        patient: Store, place: Place) -> None:
+    """On PostgreSQL a run of moves of one kind goes in one statement (postgres_writes.
+    statements): each caller still gets its own order's outcome, the same order twice is
+    moved once, and the stock and the inventory's figures stay true."""
+    patient.import_pets([{"id": 8, "name": "Tom", "stock": 10}])
+    patient.import_orders([{"id": i, "petId": 8, "quantity": 2} for i in range(4, 9)])
+    callers = Callers(patient)
+    with place.holding_writers():
+        callers.pilot_then_together({
+            "cancel 4": lambda store: store.cancel_order(4, None, NOW),
+            "cancel 5": lambda store: store.cancel_order(5, None, NOW),
+            "cancel 4 again": lambda store: store.cancel_order(4, None, NOW),
+            "cancel 404": lambda store: store.cancel_order(404, None, NOW),
+            "cancel 6": lambda store: store.cancel_order(6, None, NOW),
+            "ship 7": lambda store: store.ship_order(7, "2026-12-01T10:00:00Z"),
+            "ship 8 at an old version": lambda store: store.ship_order(8, NOW, version=9),
+            "ship 1": lambda store: store.ship_order(1, NOW),
+            "complete 7": lambda store: store.complete_order(7),
+        })
+    outcomes = callers.join()
+    for cancelled in ("cancel 4", "cancel 5", "cancel 6"):
+        assert outcomes[cancelled] == Transition("cancelled", True, False, 2), cancelled
+    assert outcomes["cancel 4"].order["id"] == 4
+    assert outcomes["cancel 4 again"] == Transition("cancelled", False, False, 2)
+    assert outcomes["cancel 404"] == Transition(None, False)
+    assert outcomes["ship 7"] == Transition("shipped", True, False, 2)
+    assert outcomes["ship 7"].order["shipDate"] == "2026-12-01T10:00:00Z"
+    assert outcomes["ship 8 at an old version"] == Transition("pending", False, False, 1)
+    assert outcomes["ship 1"] == Transition("shipped", True, False, 2)
+    assert outcomes["complete 7"] == Transition("shipped", True, True, 3)
+    assert patient.reservations_differing() == []
+    assert patient.inventory() == patient.inventory_counted()
+    assert patient.get_versioned_pet(8)[0]["stock"] == 8  # type: ignore[index]
+
+
+def test_a_move_failing_among_moves_of_its_kind_fails_alone(
+        patient: Store, place: Place) -> None:
+    callers = Callers(patient)
+    with place.holding_writers():
+        callers.pilot_then_together({
+            "cancel 1": lambda store: store.cancel_order(1, None, NOW),
+            # No key 999 to record: the write's own statement fails (its foreign key).
+            "failing": lambda store: store.cancel_order(2, 999, NOW),
+            "cancel 3": lambda store: store.cancel_order(3, None, NOW),
+        })
+    outcomes = callers.join()
+    assert outcomes["cancel 1"] == Transition("cancelled", True, False, 2)
+    assert outcomes["cancel 3"] == Transition("cancelled", True, False, 2)
+    assert isinstance(outcomes["failing"], Exception)
+    assert not isinstance(outcomes["failing"], StoreUnavailable)
+    assert patient.count_by_status() == {"pending": 1, "shipped": 0, "cancelled": 3}
+
+
 # PostgreSQL: a batch's connection broken under it ---------------------------------------------
 
 

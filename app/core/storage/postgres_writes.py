@@ -8,8 +8,10 @@ that row, one flush of the WAL each, and a worker's writes stayed below a hand-w
 endpoint's over a plain table, whose commits PostgreSQL flushes together.
 
 A batch is one transaction in one round trip: BEGIN, the imports' lock (when it places an
-order: imports and placing number orders alike), the revision's row, then every write in
-the order it arrived, each one statement, then COMMIT, all sent at once. The revision's
+order: imports and placing number orders alike), the revision's row, then the writes in
+the order they arrived, a run of writes of one kind in one statement (statements: the
+stock's trigger then runs once for the run, not once a write), then COMMIT, all sent at
+once. The revision's
 row is held from its statement to the end of the commit, and no client round trip happens
 while it is held. A move is its conditional UPDATE, which also reads the order when it
 changes nothing; a placing inserts the order and its idempotency key's row unless the key
@@ -29,9 +31,11 @@ on both hosts is a deadlock, which PostgreSQL breaks by failing one side: a 503 
 whole batch.)
 
 There are no savepoints: a statement that fails aborts the rest of its pipeline anyway. A
-write whose own statement fails (a database error that is not the store's unavailability)
-is answered with that error, the transaction is rolled back, and the others run again in a
-new one without it; nothing of the first was kept, so running them again is running them.
+statement of several writes that fails runs the batch again with each write in its own
+statement. A write whose own statement fails (a database error that is not the store's
+unavailability) is answered with that error, the transaction is rolled back, and the
+others run again in a new one without it; nothing of the first was kept, so running them
+again is running them.
 A refused placing (PetNotInCatalogue, PetWithdrawn, OutOfStock) fails no statement: it
 simply inserts nothing, and says why.
 Any other failure (a lock not had in the busy timeout, a read-only standby, the commit) is
@@ -43,6 +47,7 @@ finds its key and replays.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -51,6 +56,7 @@ import orjson
 import psycopg
 
 from app.core.errors import OutOfStock, PetNotInCatalogue, PetWithdrawn, StoreUnavailable
+from app.core.storage.psycopg_internals import forget_prepared
 from app.core.storage.records import OrderMove, Placed, Transition
 from app.core.storage.statements import NEW_ORDER_COLUMNS, PET_OUTSIDE_CATALOGUE, PLACED_KIND
 
@@ -102,6 +108,45 @@ PLACE_ORDER = (
 PLACE_ANY_PET = PLACE_ORDER.replace("{catalogue}", "")
 PLACE_CATALOGUE_PET = PLACE_ORDER.replace(
     "{catalogue}", f" AND NOT ({PET_OUTSIDE_CATALOGUE.format(p='%(pet)s')})")
+# Orders for one pet, placed together (Place.together): each as PLACE_ORDER places it, in
+# the order they came (n), each under an idempotency key of its own. Placing in turn is
+# kept exactly: the stock a placing finds is what the ones before it left, so the units
+# are walked through in order (walk) and a placing that finds too few is refused with
+# what was left for it, while a smaller one after it may still fit. The new orders'
+# ids follow in that order from the largest id. One row per placing, by n, as PLACE_ORDER's
+# row; none for a pet the catalogue refuses.
+PLACE_ORDERS = (
+    "WITH RECURSIVE asked AS (SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb) AS "
+    "asked(n int, quantity bigint, ship_date text, key_id bigint, key text, "
+    "fingerprint text)), "
+    "pet AS (SELECT withdrawn, stock - reserved AS available FROM pets WHERE id = %(pet)s), "
+    "kept AS (SELECT asked.n, k.fingerprint, k.order_json, k.order_version FROM asked "
+    "JOIN idempotency_keys k ON k.api_key_id = asked.key_id "
+    "AND k.idempotency_key = asked.key), "
+    "fresh AS (SELECT row_number() OVER (ORDER BY n) AS turn, asked.* FROM asked "
+    "WHERE n NOT IN (SELECT n FROM kept) AND NOT ({outside})), "
+    "walk AS (SELECT 0::bigint AS turn, NULL::int AS n, NULL::bigint AS quantity, "
+    "NULL::boolean AS fits, (SELECT available FROM pet) AS left_after, "
+    "NULL::bigint AS left_before "
+    "UNION ALL SELECT fresh.turn, fresh.n, fresh.quantity, fits.fits, "
+    "CASE WHEN fits.fits THEN walk.left_after - fresh.quantity ELSE walk.left_after END, "
+    "walk.left_after FROM walk JOIN fresh ON fresh.turn = walk.turn + 1, "
+    "LATERAL (SELECT NOT coalesce((SELECT withdrawn FROM pet), false) "
+    "AND coalesce(walk.left_after >= fresh.quantity, true) AS fits) AS fits), "
+    "numbered AS (SELECT fresh.*, (SELECT coalesce(max(id), 0) FROM orders) "
+    "+ row_number() OVER (ORDER BY fresh.n) AS id FROM fresh "
+    "JOIN walk ON walk.n = fresh.n AND walk.fits), "
+    f"placed AS (INSERT INTO orders (id, {NEW_ORDER_COLUMNS}, last_change) "
+    f"SELECT id, %(pet)s::bigint, quantity, ship_date, {PLACED_KIND} FROM numbered "
+    f"ORDER BY id RETURNING id, {ORDER_JSON} AS order_json), "
+    "claimed AS (INSERT INTO idempotency_keys SELECT numbered.key_id, numbered.key, "
+    "numbered.fingerprint, placed.id, placed.order_json, 1, %(now)s::text "
+    "FROM placed JOIN numbered USING (id)) "
+    "SELECT NULL, placed.order_json, 1, numbered.n FROM placed JOIN numbered USING (id) "
+    "UNION ALL SELECT fingerprint, order_json, order_version, n FROM kept UNION ALL "
+    "SELECT CASE WHEN pet.withdrawn THEN '!withdrawn' ELSE '!out_of_stock' END, "
+    "walk.left_before::text, NULL, walk.n FROM walk, pet WHERE walk.turn > 0 AND NOT walk.fits"
+)
 # The transaction's own statements, and their share of a batch's locks.
 TAKE_IMPORT_LOCK = "SELECT pg_advisory_xact_lock(%s)"
 TAKE_REVISION = "SELECT FROM revision FOR UPDATE"
@@ -131,8 +176,12 @@ class Move:
     def kind(self) -> tuple[Any, ...]:
         """What moves of one statement share: everything but the order and its values."""
         move = self.move
-        return (move.assignments, tuple(column for column, _ in move.values),
+        return ("move", move.assignments, tuple(column for column, _ in move.values),
                 move.condition, move.version is None)
+
+    def handle(self) -> int:
+        """What two moves of one statement may not share: the order."""
+        return self.move.order_id
 
     def outcome(self, row: tuple[Any, ...] | None) -> Transition:
         if row is None:
@@ -144,11 +193,9 @@ class Move:
 def moves_statement(moves: Sequence[Move]) -> tuple[str, tuple[Any, ...]]:
     """One statement for moves of one kind of distinct orders (a cancel of each, say): what
     Move.statement gives each, with the order's id last. The values come as JSON typed by
-    the orders' own columns (jsonb_populate_recordset), so no type is written here twice.
-
-    Why: every statement that changes orders runs the stock's statement trigger (migration
-    10), and each run updates the revision's row once more in the transaction; a batch's
-    cancels in one statement pay that once (docs/performance.md)."""
+    the orders' own columns (jsonb_populate_recordset), so no type is written here twice;
+    json, not orjson, writes it: a number no column holds (an If-Match's version, say)
+    then fails the statement, whose moves run again one by one, rather than this code."""
     first = moves[0].move
     columns = ("id", "version", *(column for column, _ in first.values))
     picked = ", ".join(f"{column} AS move_{column}" for column in columns)
@@ -157,8 +204,8 @@ def moves_statement(moves: Sequence[Move]) -> tuple[str, tuple[Any, ...]]:
     where = f"id = w.move_id AND {first.condition}"
     if first.version is not None:
         where += " AND version = w.move_version"
-    values = orjson.dumps([{"id": move.move.order_id, "version": move.move.version,
-                            **dict(move.move.values)} for move in moves]).decode()
+    values = json.dumps([{"id": move.move.order_id, "version": move.move.version,
+                          **dict(move.move.values)} for move in moves])
     return (f"WITH w AS (SELECT {picked} FROM jsonb_populate_recordset(NULL::orders, "
             "%s::jsonb)), "
             f"moved AS (UPDATE orders SET {assignments}, version = version + 1 FROM w "
@@ -168,6 +215,20 @@ def moves_statement(moves: Sequence[Move]) -> tuple[str, tuple[Any, ...]]:
             f"SELECT false, status, complete, version, {ORDER_JSON}, id FROM orders "
             "WHERE id IN (SELECT move_id FROM w) AND id NOT IN (SELECT id FROM moved)",
             (values,))
+
+
+def places_statement(places: Sequence[Place]) -> tuple[str, dict[str, Any]]:
+    """One statement for placings of one pet under distinct keys (PLACE_ORDERS): a row for
+    each as Place.statement gives it, with its index in places last."""
+    first = places[0]
+    outside = (PET_OUTSIDE_CATALOGUE.format(p="%(pet)s") if first.catalogue_pets_only
+               else "false")
+    rows = json.dumps([{"n": n, "quantity": place.new["quantity"],
+                        "ship_date": place.new.get("shipDate"), "key_id": place.api_key_id,
+                        "key": place.idempotency_key, "fingerprint": place.fingerprint}
+                       for n, place in enumerate(places)])
+    return (PLACE_ORDERS.replace("{outside}", outside),
+            {"rows": rows, "pet": first.new["petId"], "now": first.now})
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +248,15 @@ class Place:
                   "key": self.idempotency_key, "fingerprint": self.fingerprint,
                   "now": self.now}
         return (PLACE_CATALOGUE_PET if self.catalogue_pets_only else PLACE_ANY_PET), params
+
+    def kind(self) -> tuple[Any, ...]:
+        """What placings of one statement share: the pet, and whether the catalogue must
+        hold it."""
+        return ("place", self.new["petId"], self.catalogue_pets_only)
+
+    def handle(self) -> tuple[int, str]:
+        """What two placings of one statement may not share: the idempotency key."""
+        return self.api_key_id, self.idempotency_key
 
     def outcome(self, row: tuple[Any, ...] | None) -> Placed | tuple[Any, ...] | Exception:
         """The order placed; or the key's first answer (fingerprint, order JSON, version:
@@ -243,22 +313,26 @@ def run_batch(conn: Connection, writes: Sequence[Move | Place],
 
 def statements(writes: Sequence[Move | Place], together: bool = True) -> list[list[int]]:
     """The writes (their indexes) each statement of a batch runs, in the order they
-    arrived: a run of moves of one kind, of distinct orders, in one statement
-    (moves_statement); every other write in a statement of its own. Moves of distinct
-    orders change nothing the others read, so one statement of them is the same as each
-    in turn; the same order twice takes a statement each, in order."""
+    arrived: a run of writes of one kind (moves alike of distinct orders, placings for one
+    pet under distinct keys) in one statement (moves_statement, places_statement); any
+    other write in a statement of its own. Each write of such a statement is answered as
+    if it had run alone, in its turn; the same order or key twice takes a statement each.
+
+    Why: every statement that changes orders runs the stock's statement trigger (migration
+    10), which updates the pet and the revision's row once more in the transaction, each
+    a longer chain of versions to walk; a batch's writes of one kind in one statement pay
+    that once (docs/performance.md)."""
     units: list[list[int]] = []
-    orders: set[int] = set()
+    handles: set[Any] = set()
     for index, write in enumerate(writes):
         last = writes[units[-1][0]] if units else None
-        if (together and isinstance(write, Move) and isinstance(last, Move)
-                and last.kind() == write.kind() and write.move.order_id not in orders):
+        if (together and last is not None and last.kind() == write.kind()
+                and write.handle() not in handles):
             units[-1].append(index)
         else:
             units.append([index])
-            orders = set()
-        if isinstance(write, Move):
-            orders.add(write.move.order_id)
+            handles = set()
+        handles.add(write.handle())
     return units
 
 
@@ -281,14 +355,14 @@ def _transaction(conn: Connection, writes: Sequence[Move | Place],
             if any(isinstance(write, Place) for write in writes):
                 send(None, TAKE_IMPORT_LOCK, (IMPORT_LOCK,))
             send(None, TAKE_REVISION)
-            answers = [send(unit, *(writes[unit[0]].statement() if len(unit) == 1 else
-                                    moves_statement([writes[i] for i in unit])))  # type: ignore[misc]
-                       for unit in units]
+            answers = [send(unit, *_statement([writes[i] for i in unit])) for unit in units]
             send(None, "COMMIT")
     except BaseException as exc:
         if conn.broken:
             raise
         conn.execute("ROLLBACK")
+        # Statements sent after the one that failed did not run, nor were prepared.
+        forget_prepared(conn)
         # The statement that failed is the first without a result; those after it were
         # not run (the pipeline was aborted).
         culprit = next((unit for unit, cursor in sent if cursor.pgresult is None), None)
@@ -300,8 +374,18 @@ def _transaction(conn: Connection, writes: Sequence[Move | Place],
         if len(unit) == 1:
             outcomes[unit[0]] = writes[unit[0]].outcome(answer.fetchone())
             continue
-        rows = {row[5]: row for row in answer.fetchall()}
-        for index in unit:
-            move = cast(Move, writes[index])
-            outcomes[index] = move.outcome(rows.get(move.move.order_id))
+        rows = {row[-1]: row[:-1] for row in answer.fetchall()}
+        for position, index in enumerate(unit):
+            write = writes[index]
+            outcomes[index] = write.outcome(rows.get(
+                write.handle() if isinstance(write, Move) else position))
     return outcomes
+
+
+def _statement(writes: Sequence[Move | Place]) -> tuple[str, Any]:
+    """The statement of writes of one kind (statements), its SQL and parameters."""
+    if len(writes) == 1:
+        return writes[0].statement()
+    if isinstance(writes[0], Move):
+        return moves_statement(cast(Sequence[Move], writes))
+    return places_statement(cast(Sequence[Place], writes))

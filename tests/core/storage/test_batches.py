@@ -19,7 +19,13 @@ from urllib.parse import urlsplit
 import pytest
 
 from app.core.config import Settings
-from app.core.errors import IdempotencyKeyReused, PetNotInCatalogue, StoreUnavailable
+from app.core.errors import (
+    IdempotencyKeyReused,
+    OutOfStock,
+    PetNotInCatalogue,
+    PetWithdrawn,
+    StoreUnavailable,
+)
 from app.core.storage import Store, open_store
 from app.core.storage.records import Placed, Transition
 from tests.core.storage.conftest import Place
@@ -188,6 +194,63 @@ def test_moves_of_one_kind_in_a_batch_each_answer_as_if_alone(
     assert patient.get_versioned_pet(8)[0]["stock"] == 8  # type: ignore[index]
 
 
+def test_placings_for_one_pet_in_a_batch_take_its_units_in_their_turn(
+        patient: Store, place: Place) -> None:
+    """On PostgreSQL placings for one pet go in one statement: each still finds the units
+    the ones before it left, so a placing too large for them is refused while a smaller
+    one after it is placed; a key placed before replays, and the ids follow the turns."""
+    patient.import_pets([{"id": 8, "name": "Tom", "stock": 5}])
+    earlier = placing("kept", petId=8, quantity=1)(patient)
+    callers = Callers(patient)
+    with place.holding_writers():
+        callers.pilot_then_together({
+            "three": placing("a", petId=8, quantity=3),
+            "replayed": placing("kept", petId=8, quantity=1),
+            "two more": placing("b", petId=8, quantity=2),
+            "failing": placing("c", petId=8, quantity=2**64),
+            "one": placing("d", petId=8, quantity=1),
+            "one too many": placing("e", petId=8, quantity=1),
+        })
+    outcomes = callers.join()
+    three, one = outcomes["three"], outcomes["one"]
+    assert isinstance(three, Placed) and not three.replayed
+    assert isinstance(one, Placed) and not one.replayed
+    assert (three.order["id"], one.order["id"]) == (earlier.order["id"] + 1,
+                                                    earlier.order["id"] + 2)
+    assert outcomes["replayed"].replayed and outcomes["replayed"].order == earlier.order
+    assert isinstance(outcomes["two more"], OutOfStock)
+    assert outcomes["two more"].available == 1
+    assert isinstance(outcomes["one too many"], OutOfStock)
+    assert outcomes["one too many"].available == 0
+    assert isinstance(outcomes["failing"], Exception)
+    assert not isinstance(outcomes["failing"], (StoreUnavailable, Placed))
+    assert patient.reservations_differing() == []
+    assert patient.inventory() == patient.inventory_counted()
+    for key in ("b", "c", "e"):  # refused or failed: the key is not kept
+        with pytest.raises(OutOfStock):
+            placing(key, petId=8, quantity=1)(patient)
+
+
+def test_placings_for_a_pet_withdrawn_or_outside_the_catalogue_are_refused_each(
+        patient: Store, place: Place) -> None:
+    patient.import_pets([{"id": 8, "name": "Tom"}])
+    patient.withdraw_pet(8)
+    callers = Callers(patient)
+    with place.holding_writers():
+        callers.pilot_then_together({
+            "withdrawn": placing("a", petId=8), "withdrawn too": placing("b", petId=8),
+            "outside": placing("c", petId=9), "outside too": placing("d", petId=9),
+            "placed": placing("e"), "placed too": placing("f"),
+        })
+    outcomes = callers.join()
+    assert isinstance(outcomes["withdrawn"], PetWithdrawn)
+    assert isinstance(outcomes["withdrawn too"], PetWithdrawn)
+    assert isinstance(outcomes["outside"], PetNotInCatalogue)
+    assert isinstance(outcomes["outside too"], PetNotInCatalogue)
+    assert not outcomes["placed"].replayed and not outcomes["placed too"].replayed
+    assert patient.count_orders() == 6
+
+
 def test_a_move_failing_among_moves_of_its_kind_fails_alone(
         patient: Store, place: Place) -> None:
     callers = Callers(patient)
@@ -204,6 +267,30 @@ def test_a_move_failing_among_moves_of_its_kind_fails_alone(
     assert isinstance(outcomes["failing"], Exception)
     assert not isinstance(outcomes["failing"], StoreUnavailable)
     assert patient.count_by_status() == {"pending": 1, "shipped": 0, "cancelled": 3}
+
+
+@POSTGRESQL_ONLY  # psycopg's prepared statements
+def test_a_connection_whose_batches_failed_again_and_again_runs_every_statement(
+        patient: Store, place: Place) -> None:
+    """psycopg prepares a statement on its fifth run; one sent in a pipeline that failed
+    before it ran was never prepared, and a connection that believed otherwise would fail
+    that statement ("prepared statement ... does not exist") from then on."""
+    import psycopg
+
+    from app.core.storage.postgres_writes import Place as Placing
+    from app.core.storage.postgres_writes import run_batch
+
+    def placing(key: str, quantity: int = 1) -> Placing:
+        return Placing({"petId": 7, "quantity": quantity}, 1, key, "fp", NOW, True)
+
+    with psycopg.connect(place.database, autocommit=True) as conn:
+        for turn in range(8):
+            outcomes = run_batch(conn, [placing(f"a{turn}"), placing(f"b{turn}", 2**64),
+                                        placing(f"c{turn}")], ())
+            assert isinstance(outcomes[0], Placed), (turn, outcomes[0])
+            assert isinstance(outcomes[1], psycopg.errors.NumericValueOutOfRange)
+            assert isinstance(outcomes[2], Placed), (turn, outcomes[2])
+    assert patient.count_orders() == 4 + 16
 
 
 # PostgreSQL: a batch's connection broken under it ---------------------------------------------

@@ -201,9 +201,12 @@ def moves_statement(moves: Sequence[Move]) -> tuple[str, tuple[Any, ...]]:
     picked = ", ".join(f"{column} AS move_{column}" for column in columns)
     assignments = ", ".join((first.assignments, *(f"{column} = w.move_{column}"
                                                  for column in columns[2:])))
-    where = f"id = w.move_id AND {first.condition}"
+    # The ids again as an array: the planner then finds the orders by their key, where a
+    # join to the JSON's rows alone may have it scan every order in the moves' state.
+    where = f"id = ANY(%s::bigint[]) AND id = w.move_id AND {first.condition}"
     if first.version is not None:
         where += " AND version = w.move_version"
+    ids = [move.move.order_id for move in moves]
     values = json.dumps([{"id": move.move.order_id, "version": move.move.version,
                           **dict(move.move.values)} for move in moves])
     return (f"WITH w AS (SELECT {picked} FROM jsonb_populate_recordset(NULL::orders, "
@@ -213,8 +216,8 @@ def moves_statement(moves: Sequence[Move]) -> tuple[str, tuple[Any, ...]]:
             f"{ORDER_JSON} AS order_json) "
             "SELECT true, status, complete, version, order_json, id FROM moved UNION ALL "
             f"SELECT false, status, complete, version, {ORDER_JSON}, id FROM orders "
-            "WHERE id IN (SELECT move_id FROM w) AND id NOT IN (SELECT id FROM moved)",
-            (values,))
+            "WHERE id = ANY(%s::bigint[]) AND id NOT IN (SELECT id FROM moved)",
+            (values, ids, ids))
 
 
 def places_statement(places: Sequence[Place]) -> tuple[str, dict[str, Any]]:

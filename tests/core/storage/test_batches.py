@@ -293,6 +293,36 @@ def test_a_connection_whose_batches_failed_again_and_again_runs_every_statement(
     assert patient.count_orders() == 4 + 16
 
 
+@POSTGRESQL_ONLY  # the planner's choices are PostgreSQL's
+def test_statements_of_several_writes_find_their_rows_by_key_whatever_the_statistics(
+        patient: Store, place: Place) -> None:
+    """The plans psycopg keeps for a statement of several placings or moves look keys and
+    orders up by their index, before any ANALYZE and with statistics made when the tables
+    were small: a scan of every key or every pending order grew a batch's time with every
+    order placed."""
+    import psycopg
+
+    from app.core.storage.postgres_writes import Move, moves_statement, places_statement
+    from app.core.storage.postgres_writes import Place as Placing
+    from app.core.storage.records import OrderMove
+
+    patient.import_orders([{"id": i, "petId": 7, "quantity": 1} for i in range(200, 20_200)])
+    with psycopg.connect(place.database, autocommit=True) as conn:
+        conn.execute("INSERT INTO idempotency_keys SELECT 1, 'k' || i, 'fp', i, '{}', 1, "
+                     "'now' FROM generate_series(200, 20199) AS i")
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        places = places_statement([Placing({"petId": 7, "quantity": 1}, 1, f"n{i}", "fp",
+                                           NOW, True) for i in range(3)])
+        moves = moves_statement([Move(OrderMove(i, "status = 'cancelled'", (),
+                                                "status = 'pending'")) for i in (201, 202)])
+        for sql, params in (places, moves):
+            plan = "\n".join(row[0] for row in conn.execute(
+                f"EXPLAIN {sql}", params, prepare=True).fetchall())
+            assert "Seq Scan on idempotency_keys" not in plan, plan
+            assert "Seq Scan on orders" not in plan, plan
+            assert "Index Cond: (status" not in plan, plan
+
+
 # PostgreSQL: a batch's connection broken under it ---------------------------------------------
 
 

@@ -115,7 +115,7 @@ PLACE_CATALOGUE_PET = PLACE_ORDER.replace(
 # what was left for it, while a smaller one after it may still fit. The new orders'
 # ids follow in that order from the largest id. One row per placing, by n, as PLACE_ORDER's
 # row; none for a pet the catalogue refuses. Each key is looked up on its own, by the
-# table's key (LATERAL, kept a subquery by OFFSET 0): joined to the JSON's rows, the
+# table's key (LATERAL, kept a subquery by its LIMIT): joined to the JSON's rows, the
 # planner took the keys' table for the few rows of statistics it had (none, before the
 # first ANALYZE) and scanned it whole, a longer scan with every order placed.
 PLACE_ORDERS = (
@@ -125,7 +125,7 @@ PLACE_ORDERS = (
     "pet AS (SELECT withdrawn, stock - reserved AS available FROM pets WHERE id = %(pet)s), "
     "kept AS (SELECT asked.n, k.* FROM asked CROSS JOIN LATERAL (SELECT fingerprint, "
     "order_json, order_version FROM idempotency_keys WHERE api_key_id = asked.key_id "
-    "AND idempotency_key = asked.key OFFSET 0) AS k), "
+    "AND idempotency_key = asked.key LIMIT 1) AS k), "
     "fresh AS (SELECT row_number() OVER (ORDER BY n) AS turn, asked.* FROM asked "
     "WHERE n NOT IN (SELECT n FROM kept) AND NOT ({outside})), "
     "walk AS (SELECT 0::bigint AS turn, NULL::int AS n, NULL::bigint AS quantity, "

@@ -11,13 +11,12 @@ A batch is one transaction in one round trip: BEGIN, the imports' lock (when it 
 order: imports and placing number orders alike), the revision's row, then the writes in
 the order they arrived, a run of writes of one kind in one statement (statements: the
 stock's trigger then runs once for the run, not once a write), then COMMIT, all sent at
-once. The revision's
-row is held from its statement to the end of the commit, and no client round trip happens
-while it is held. A move is its conditional UPDATE, which also reads the order when it
-changes nothing; a placing inserts the order and its idempotency key's row unless the key
-is there (committed, or placed earlier in this very batch: the same key twice places once
-and replays once) or the shop's catalogue refuses the pet, and otherwise reads the key's
-first answer for a replay.
+once. The revision's row is held from its statement to the end of the commit, and no
+client round trip happens while it is held. A move is its conditional UPDATE, which also
+reads the order when it changes nothing; a placing inserts the order and its idempotency
+key's row unless the key is there (committed, or placed earlier in this very batch: the
+same key twice places once and replays once) or the shop's catalogue refuses the pet, and
+otherwise reads the key's first answer for a replay.
 
 The transaction takes one position for every order it changes; positions stay in commit
 order. With the revision's row taken first, no other writer's change to an order, nor its
@@ -108,16 +107,16 @@ PLACE_ORDER = (
 PLACE_ANY_PET = PLACE_ORDER.replace("{catalogue}", "")
 PLACE_CATALOGUE_PET = PLACE_ORDER.replace(
     "{catalogue}", f" AND NOT ({PET_OUTSIDE_CATALOGUE.format(p='%(pet)s')})")
-# Orders for one pet, placed together (Place.together): each as PLACE_ORDER places it, in
-# the order they came (n), each under an idempotency key of its own. Placing in turn is
+# Orders for one pet, placed in one statement (statements): each as PLACE_ORDER places it,
+# in the order they came (n), each under an idempotency key of its own. Placing in turn is
 # kept exactly: the stock a placing finds is what the ones before it left, so the units
-# are walked through in order (walk) and a placing that finds too few is refused with
-# what was left for it, while a smaller one after it may still fit. The new orders'
-# ids follow in that order from the largest id. One row per placing, by n, as PLACE_ORDER's
-# row; none for a pet the catalogue refuses. Each key is looked up on its own, by the
-# table's key (LATERAL, kept a subquery by its LIMIT): joined to the JSON's rows, the
-# planner took the keys' table for the few rows of statistics it had (none, before the
-# first ANALYZE) and scanned it whole, a longer scan with every order placed.
+# are walked through in order (walk) and a placing that finds too few is refused with what
+# was left for it, while a smaller one after it may still fit. The new orders' ids follow
+# in that order from the largest id. One row per placing, by n, as PLACE_ORDER's row; none
+# for a pet the catalogue refuses. Each key is looked up on its own, by the table's key
+# (LATERAL, kept a subquery by its LIMIT): joined to the JSON's rows, the planner took the
+# keys' table for the few rows of statistics it had (none, before the first ANALYZE) and
+# scanned it whole, a longer scan with every order placed.
 PLACE_ORDERS = (
     "WITH RECURSIVE asked AS (SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb) AS "
     "asked(n int, quantity bigint, ship_date text, key_id bigint, key text, "

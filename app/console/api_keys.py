@@ -152,8 +152,6 @@ def _sentence(message: str) -> str:
     return text if text.endswith(".") else f"{text}."
 
 
-
-
 @console.route("/keys/<key_id>/rotate", methods=["POST"])
 def rotate_key(key_id: str) -> Page:
     """Give the key a new secret, shown once; the old one works through the grace."""

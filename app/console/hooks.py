@@ -92,14 +92,14 @@ def webhooks_page() -> Page:
 
 def _notice() -> tuple[str, str] | None:
     """What the last action did, from the redirect's parameters (known words only)."""
-    return notice({"enabled": "The endpoint is enabled: it goes on from where it stopped.",
+    done = {"enabled": "The endpoint is enabled: it goes on from where it stopped.",
             "disabled": "The endpoint is disabled: nothing is sent until it is enabled.",
             "replayed": "The endpoint goes on from the point asked: those changes are sent "
                         "again, each order as it is now.",
             "nothing": "No message was sent to this endpoint since then; nothing changed.",
-            "test-delivered": "The test message was delivered."},
-                  {"test-failed": "The test message was not delivered: its row below says "
-                                  "why."})
+            "test-delivered": "The test message was delivered."}
+    refused = {"test-failed": "The test message was not delivered: its row below says why."}
+    return notice(done, refused)
 
 
 def _endpoint_view(number: int, status: int = 200, error: str | None = None) -> Page:

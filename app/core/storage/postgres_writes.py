@@ -120,7 +120,7 @@ PLACE_CATALOGUE_PET = PLACE_ORDER.replace(
 PLACE_ORDERS = (
     "WITH RECURSIVE asked AS (SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb) AS "
     "asked(n int, quantity bigint, ship_date text, key_id bigint, key text, "
-    "fingerprint text)), "
+    "fingerprint text, now text)), "
     "pet AS (SELECT withdrawn, stock - reserved AS available FROM pets WHERE id = %(pet)s), "
     "kept AS (SELECT asked.n, k.* FROM asked CROSS JOIN LATERAL (SELECT fingerprint, "
     "order_json, order_version FROM idempotency_keys WHERE api_key_id = asked.key_id "
@@ -142,7 +142,7 @@ PLACE_ORDERS = (
     f"SELECT id, %(pet)s::bigint, quantity, ship_date, {PLACED_KIND} FROM numbered "
     f"ORDER BY id RETURNING id, {ORDER_JSON} AS order_json), "
     "claimed AS (INSERT INTO idempotency_keys SELECT numbered.key_id, numbered.key, "
-    "numbered.fingerprint, placed.id, placed.order_json, 1, %(now)s::text "
+    "numbered.fingerprint, placed.id, placed.order_json, 1, numbered.now "
     "FROM placed JOIN numbered USING (id)) "
     "SELECT NULL, placed.order_json, 1, numbered.n FROM placed JOIN numbered USING (id) "
     "UNION ALL SELECT fingerprint, order_json, order_version, n FROM kept UNION ALL "
@@ -230,10 +230,11 @@ def places_statement(places: Sequence[Place]) -> tuple[str, dict[str, Any]]:
                else "false")
     rows = json.dumps([{"n": n, "quantity": place.new["quantity"],
                         "ship_date": place.new.get("shipDate"), "key_id": place.api_key_id,
-                        "key": place.idempotency_key, "fingerprint": place.fingerprint}
+                        "key": place.idempotency_key, "fingerprint": place.fingerprint,
+                        "now": place.now}
                        for n, place in enumerate(places)])
     return (PLACE_ORDERS.replace("{outside}", outside),
-            {"rows": rows, "pet": first.new["petId"], "now": first.now})
+            {"rows": rows, "pet": first.new["petId"]})
 
 
 @dataclass(frozen=True, slots=True)

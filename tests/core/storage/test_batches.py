@@ -32,6 +32,7 @@ from tests.core.storage.conftest import Place
 from tests.support import TcpProxy
 
 NOW = "2026-11-24T10:00:00Z"
+LATER = "2026-11-24T10:00:01Z"
 NEW = {"petId": 7, "quantity": 2, "shipDate": "2026-12-01T10:00:00Z"}
 PILOT = 100  # the order the pilot cancels
 PATIENT_MS = 20_000  # the store's busy timeout: longer than any test holds a lock
@@ -240,7 +241,9 @@ def test_placings_for_a_pet_withdrawn_or_outside_the_catalogue_are_refused_each(
         callers.pilot_then_together({
             "withdrawn": placing("a", petId=8), "withdrawn too": placing("b", petId=8),
             "outside": placing("c", petId=9), "outside too": placing("d", petId=9),
-            "placed": placing("e"), "placed too": placing("f"),
+            "placed": placing("e"),
+            "placed too": lambda store: store.place_order(  # a moment after the others
+                NEW, 1, "f", "fp", LATER, catalogue_pets_only=True),
         })
     outcomes = callers.join()
     assert isinstance(outcomes["withdrawn"], PetWithdrawn)
@@ -249,6 +252,9 @@ def test_placings_for_a_pet_withdrawn_or_outside_the_catalogue_are_refused_each(
     assert isinstance(outcomes["outside too"], PetNotInCatalogue)
     assert not outcomes["placed"].replayed and not outcomes["placed too"].replayed
     assert patient.count_orders() == 6
+    # Each key is kept with the time of its own placing.
+    assert place.sql("SELECT idempotency_key, created_at FROM idempotency_keys "
+                     "ORDER BY 1") == [("e", NOW), ("f", LATER)]
 
 
 def test_a_move_failing_among_moves_of_its_kind_fails_alone(

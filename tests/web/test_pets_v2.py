@@ -65,6 +65,18 @@ def test_adding_a_pet_answers_201_with_its_location_etag_and_stock(
     assert fetched.json() == body and fetched.headers["etag"] == added.headers["etag"]
 
 
+def test_a_pet_added_after_an_order_for_the_largest_pet_id_takes_the_first_free_id(
+        client: Any, auth: dict[str, str]) -> None:
+    """An order placed before the shop had a catalogue may name pet 2^63 - 1, past which
+    no id is left: the new pet takes the smallest id no pet has and no order names (a 500
+    before: one past it overflowed)."""
+    for pet_id in (1, 3, 2**63 - 1):
+        assert order(client, auth, pet_id, 1, f"before-{pet_id}").status_code == 201
+    added = add(client, auth, {"name": "10"})
+    assert added.status_code == 201, added.text
+    assert added.json()["id"] == 2 and added.json()["reserved"] == 0
+
+
 def test_a_pet_without_stock_is_not_tracked_and_never_refused_for_stock(
         client: Any, auth: dict[str, str]) -> None:
     added = add(client, auth, {"name": "Tom"})

@@ -104,9 +104,21 @@ def pet_values(pets: Iterable[dict[str, Any]]) -> Iterator[tuple[Any, ...]]:
 
 
 # One past the largest id a pet has or an order names (both by index: the pets' key and
-# idx_orders_pet_id), for a pet the API adds.
-NEW_PET_ID = ("(SELECT max(used) + 1 FROM (SELECT coalesce(max(id), 0) AS used FROM pets "
-              "UNION ALL SELECT coalesce(max(pet_id), 0) FROM orders) AS ids)")
+# idx_orders_pet_id), for a pet the API adds. When that largest is the largest id there is
+# (an order for pet 9223372036854775807, placed before the shop had a catalogue), the
+# smallest id past one that no pet has and no order names: no id past it exists, and one
+# plus it overflowed (SQLite: a datatype mismatch, PostgreSQL: bigint out of range).
+ID_MAX = 2**63 - 1
+NEW_PET_ID = (
+    f"(SELECT CASE WHEN top < {ID_MAX} THEN top + 1 ELSE ("
+    "SELECT min(free) FROM (SELECT 1 AS free UNION ALL SELECT id + 1 FROM pets "
+    f"WHERE id < {ID_MAX} UNION ALL SELECT pet_id + 1 FROM orders "
+    f"WHERE pet_id < {ID_MAX}) AS c "
+    "WHERE free NOT IN (SELECT id FROM pets) "
+    "AND free NOT IN (SELECT pet_id FROM orders WHERE pet_id IS NOT NULL)) END "
+    "FROM (SELECT max(used) AS top FROM (SELECT coalesce(max(id), 0) AS used FROM pets "
+    "UNION ALL SELECT coalesce(max(pet_id), 0) FROM orders) AS ids) AS largest)"
+)
 
 class StockStatements:
     """The Store methods of the catalogue and its stock whose SQL is the same in both

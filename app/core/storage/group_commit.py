@@ -38,15 +38,28 @@ class Write(Generic[W]):
     """One write of a batch: what to do (work, as the store's commit understands it), and
     what came of it, which the commit sets: result, or error when it failed."""
 
-    __slots__ = ("done", "error", "lead", "result", "wake", "work")
+    __slots__ = ("_asleep", "done", "error", "lead", "result", "work")
 
     def __init__(self, work: W) -> None:
         self.work = work
-        self.wake = threading.Event()  # set when done, or when made the next leader
+        # Held while the write's thread may sleep; released once for each wake (done, or
+        # made the next leader). A bare lock, not a threading.Event: an Event is a Condition
+        # and a waiters' list built in Python for each wait, and a batch wakes every one of
+        # its writes (docs/performance.md).
+        self._asleep = threading.Lock()
+        self._asleep.acquire()
         self.lead = False
         self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
+
+    def sleep(self) -> None:
+        """Wait for the next wake."""
+        self._asleep.acquire()
+
+    def wake(self) -> None:
+        """End this write's sleep (or its next one: each wake is one sleep's end)."""
+        self._asleep.release()
 
 
 class GroupCommit(Generic[W]):
@@ -73,8 +86,7 @@ class GroupCommit(Generic[W]):
                 write.lead = False
                 self._lead()
             else:
-                write.wake.wait()
-                write.wake.clear()
+                write.sleep()
         if write.error is not None:
             raise write.error
         return write.result
@@ -93,7 +105,7 @@ class GroupCommit(Generic[W]):
         finally:
             for write in batch:
                 write.done = True
-                write.wake.set()
+                write.wake()
             with self._lock:
                 following = self._waiting[0] if self._waiting else None
                 if following is None:
@@ -101,7 +113,7 @@ class GroupCommit(Generic[W]):
                 else:
                     following.lead = True
             if following is not None:
-                following.wake.set()
+                following.wake()
 
 
 class Savepoints(Generic[C]):

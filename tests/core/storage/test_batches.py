@@ -299,6 +299,28 @@ def test_a_connection_whose_batches_failed_again_and_again_runs_every_statement(
     assert patient.count_orders() == 4 + 16
 
 
+@POSTGRESQL_ONLY  # a pipeline's statements are one transaction, which its Sync commits
+def test_a_statement_psycopg_cannot_send_leaves_nothing_of_its_batch_committed(
+        patient: Store, place: Place) -> None:
+    """A batch sends no BEGIN: the Sync that ends its pipeline commits what was sent. When
+    psycopg refuses a statement before sending it, those sent before it are rolled back."""
+    import psycopg
+
+    from app.core.storage.postgres_writes import Move, run_batch
+    from app.core.storage.postgres_writes import Place as Placing
+    from app.core.storage.records import OrderMove
+
+    cancel = Move(OrderMove(1, "status = 'cancelled'", (), "status = 'pending'"))
+    unsendable = Placing({"petId": 7, "quantity": 1, "shipDate": object()}, 1, "k", "fp",
+                         NOW, True)
+    with psycopg.connect(place.database, autocommit=True) as conn:
+        with pytest.raises(psycopg.ProgrammingError, match="cannot adapt"):
+            run_batch(conn, [cancel, unsendable], ())
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert patient.count_by_status() == {"pending": 4, "shipped": 0, "cancelled": 0}
+    assert patient.count_orders() == 4
+
+
 @POSTGRESQL_ONLY  # the planner's choices are PostgreSQL's
 def test_statements_of_several_writes_find_their_rows_by_key_whatever_the_statistics(
         patient: Store, place: Place) -> None:

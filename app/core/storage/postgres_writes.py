@@ -149,9 +149,10 @@ PLACE_ORDERS = (
     "SELECT CASE WHEN pet.withdrawn THEN '!withdrawn' ELSE '!out_of_stock' END, "
     "walk.left_before::text, NULL, walk.n FROM walk, pet WHERE walk.turn > 0 AND NOT walk.fits"
 )
-# The transaction's own statements, and their share of a batch's locks.
-TAKE_IMPORT_LOCK = "SELECT pg_advisory_xact_lock(%s)"
+# A batch's locks, taken by its first statement. The imports' lock comes first: the
+# function is called as the revision's (one) row is read, before that row is locked.
 TAKE_REVISION = "SELECT FROM revision FOR UPDATE"
+TAKE_IMPORT_LOCK_AND_REVISION = "SELECT pg_advisory_xact_lock(%s) FROM revision FOR UPDATE"
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 Cursor = psycopg.Cursor[tuple[Any, ...]]
@@ -365,8 +366,9 @@ def _transaction(conn: Connection, writes: Sequence[Move | Place],
         with conn.pipeline():
             try:
                 if any(isinstance(write, Place) for write in writes):
-                    send(None, TAKE_IMPORT_LOCK, (IMPORT_LOCK,))
-                send(None, TAKE_REVISION)
+                    send(None, TAKE_IMPORT_LOCK_AND_REVISION, (IMPORT_LOCK,))
+                else:
+                    send(None, TAKE_REVISION)
                 answers = [send(unit, sql, params) for unit, sql, params in made]
             except BaseException as exc:
                 # psycopg refused a statement before sending it (a parameter it cannot

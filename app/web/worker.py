@@ -33,6 +33,7 @@ import asyncio
 import errno
 import gc
 import logging
+import os
 import resource
 import socket
 import time
@@ -305,6 +306,26 @@ class Acceptor:
             await asyncio.wait(self.connecting)
 
 
+def batch_scheduling() -> None:
+    """Have Linux schedule the worker's threads as batch work (SCHED_BATCH): a thread that
+    another wakes then waits for the waker to block or use up its time slice, rather than
+    preempting it at once.
+
+    Why: the worker's threads hand work to one another (the event loop to a handler
+    thread, bridge.py; a batch's leader to its writes, group_commit.py), and a woken thread
+    needs the GIL, which its waker holds. Preempting the waker, it found the GIL taken and
+    slept again: two context switches for nothing (a write under load made five in all,
+    now fewer than two: docs/performance.md). Threads started afterwards inherit the
+    policy. A system without it, or refusing it, changes nothing."""
+    batch = getattr(os, "SCHED_BATCH", None)
+    if batch is None:
+        return
+    try:
+        os.sched_setscheduler(0, batch, os.sched_param(0))
+    except OSError as exc:
+        log.info("the worker keeps the system's default scheduling: %s", exc)
+
+
 def freeze_what_lives() -> None:
     """Once the app is built, keep the garbage collector off what lives as long as the
     process (the app, its documents, their validators, Flask, Connexion).
@@ -352,6 +373,11 @@ class Worker(ServerWorker):
     """uvicorn's gunicorn worker (uvloop, httptools) with Server in place of uvicorn's."""
 
     CONFIG_KWARGS: ClassVar[dict[str, Any]] = {"loop": "uvloop", "http": "httptools"}
+
+    def init_process(self) -> None:
+        # Right after the fork, before any of the worker's threads starts: all inherit it.
+        batch_scheduling()
+        super().init_process()
 
     def server(self, config: Config) -> Server:
         bounds = Bounds.from_settings(Settings.from_env())

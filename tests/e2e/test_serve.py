@@ -58,6 +58,23 @@ def test_cancel_pending_shipped_and_unknown_over_real_http(server: tuple[Server,
     assert after[pending] == "cancelled" and after[shipped] == "shipped"
 
 
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
+def test_the_worker_threads_that_answer_run_as_batch_work(server: tuple[Server, str]) -> None:
+    """A thread the worker wakes waits for its waker rather than preempting it
+    (worker.batch_scheduling): the loop's thread and the handler thread a cancel ran in."""
+    http, key = server
+    status, _, _ = http.request("DELETE", "/v1/store/orders/1", {"Authorization": f"Bearer {key}"})
+    assert status in (204, 409)
+    assert http.process is not None
+    master = http.process.pid
+    (worker,) = map(int, Path(f"/proc/{master}/task/{master}/children").read_text().split())
+    policies = {int(tid): os.sched_getscheduler(int(tid))
+                for tid in os.listdir(f"/proc/{worker}/task")}
+    assert policies[worker] == os.SCHED_BATCH
+    assert sum(policy == os.SCHED_BATCH for policy in policies.values()) >= 2, policies
+    assert os.sched_getscheduler(master) != os.SCHED_BATCH  # the master is left as it was
+
+
 def test_no_key_is_401_with_the_error_object(server: tuple[Server, str]) -> None:
     http, _ = server
     status, headers, body = http.request("GET", "/v1/store/orders")

@@ -22,6 +22,9 @@ after which its accept loop spun, logging without end. Here:
 - an accept that fails for want of resources pauses accepting for a second, with one
   warning at most a second.
 
+Its threads run as batch work (SCHED_BATCH, batch_scheduling): a thread one of them wakes
+waits its turn instead of preempting its waker for a GIL it cannot take yet.
+
 Every reach into uvicorn's internals is in uvicorn_internals.py, each with its reason: the
 hooks GuardedProtocol takes from the parser's callbacks, the startup Server serves
 gunicorn's sockets from, and the worker's construction of its Server.

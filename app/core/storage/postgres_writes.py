@@ -11,12 +11,12 @@ A batch is one transaction in one round trip: the imports' lock (when it places 
 order: imports and placing number orders alike), the revision's row, then the writes in
 the order they arrived, a run of writes of one kind in one statement (statements: the
 stock's trigger then runs once for the run, not once a write), all sent at once in one
-pipeline, whose Sync commits them. The revision's row is held from its statement to the end of the commit, and no
-client round trip happens while it is held. A move is its conditional UPDATE, which also
-reads the order when it changes nothing; a placing inserts the order and its idempotency
-key's row unless the key is there (committed, or placed earlier in this very batch: the
-same key twice places once and replays once) or the shop's catalogue refuses the pet, and
-otherwise reads the key's first answer for a replay.
+pipeline, whose Sync commits them. The revision's row is held from its statement to the
+end of the commit, and no client round trip happens while it is held. A move is its
+conditional UPDATE, which also reads the order when it changes nothing; a placing inserts
+the order and its idempotency key's row unless the key is there (committed, or placed
+earlier in this very batch: the same key twice places once and replays once) or the
+shop's catalogue refuses the pet, and otherwise reads the key's first answer for a replay.
 
 The transaction takes one position for every order it changes; positions stay in commit
 order. With the revision's row taken first, no other writer's change to an order, nor its

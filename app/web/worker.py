@@ -317,9 +317,9 @@ def batch_scheduling() -> None:
     Why: the worker's threads hand work to one another (the event loop to a handler
     thread, bridge.py; a batch's leader to its writes, group_commit.py), and a woken thread
     needs the GIL, which its waker holds. Preempting the waker, it found the GIL taken and
-    slept again: two context switches for nothing (a write under load made five in all,
-    now fewer than two: docs/performance.md). Threads started afterwards inherit the
-    policy. A system without it, or refusing it, changes nothing."""
+    slept again: two context switches for nothing (docs/performance.md has the counts).
+    Threads started afterwards inherit the policy. A system without it, or refusing it,
+    changes nothing."""
     batch = getattr(os, "SCHED_BATCH", None)
     if batch is None:
         return

@@ -362,7 +362,8 @@ def _transaction(conn: Connection, writes: Sequence[Move | Place],
         # No BEGIN and no COMMIT: what a pipeline sends before its Sync (psycopg sends one
         # as the block ends) is one transaction, which the Sync commits; a statement that
         # fails aborts it, and those after it do not run (PostgreSQL's extended query
-        # protocol). Each statement sent costs the worker's CPU, a third of a batch's.
+        # protocol). Two statements fewer a batch: each costs the worker CPU in psycopg
+        # (docs/performance.md).
         with conn.pipeline():
             try:
                 if any(isinstance(write, Place) for write in writes):

@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # This venv's entries that are the service itself (its editable install), left out of
 # the dependencies the new venvs see.
 OWN_ENTRIES = ("petstore_orders", "__editable__")
+BUILD_LOG = "build.log"  # what `python -m build` printed, beside what it built
 
 
 def checkout_files() -> list[str]:
@@ -61,7 +62,16 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
         [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(source)],
         capture_output=True, text=True, timeout=300, env=_offline(dict(os.environ)))
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    (out / BUILD_LOG).write_text(done.stdout + done.stderr)
     return out
+
+
+def test_the_build_leaves_no_folder_of_app_out_of_its_packages(dist: Path) -> None:
+    """setuptools warns of a folder it would ship only as data (the console's templates
+    and static files were): such a folder is listed in pyproject.toml's packages."""
+    unlisted = re.findall(r"Package '([\w.]+)' is absent from the `packages` configuration",
+                          (dist / BUILD_LOG).read_text())
+    assert not unlisted, f"list {sorted(set(unlisted))} in [tool.setuptools] packages"
 
 
 @pytest.fixture(scope="module")

@@ -4,10 +4,11 @@ use, expiry and ban; making one, rotating one with a grace, revoking one, liftin
 Each action is the core's rule (app.core.keys), the CLI's: a new secret is shown once, on
 the answer to the form that made it (never in a URL, never cached: Cache-Control:
 no-store), with a copy button of the console's own script; the store keeps its digest
-only. Making and rotating a key ask for the user's password again (ASVS 3.7.1), counted by
-the sign-in throttle when wrong. The audit log names the key by its id and prefix, never
-its secret. Running workers see a revocation or a lifted ban within
-PETSTORE_KEY_CACHE_SECONDS, as after the CLI's.
+only. Those forms are applied once for the key each carries (blueprint.once): sent twice,
+they make one key, or one new secret, and say so. Making and rotating a key ask for the
+user's password again (ASVS 3.7.1), counted by the sign-in throttle when wrong. The audit
+log names the key by its id and prefix, never its secret. Running workers see a
+revocation or a lifted ban within PETSTORE_KEY_CACHE_SECONDS, as after the CLI's.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from app.console.blueprint import (
     address,
     console,
     notice,
+    once,
     path_id,
     query_id,
     render,
@@ -41,6 +43,9 @@ from app.core.users import accounts
 NAME_MAX = 200
 GRACE_DEFAULT = "24h"
 SECRET_HEADERS = {"Cache-Control": "no-store"}  # a page with a secret is never kept
+# What a form that made a key, or a key's new secret, says when it is sent again (once).
+AGAIN = ("Its secret was shown on the answer to that sending, and only there: if it was not "
+         "copied, rotate the key.")
 
 
 def _user() -> ConsoleUser:
@@ -126,20 +131,22 @@ def create_key() -> Page:
     refused = _confirmed("create key")
     if refused is not None:
         return _list(403, refused, kept)
-    try:
-        name = form.get("name", "").strip()
-        if len(name) > NAME_MAX:
-            raise keys.InvalidKeyValue(f"the name must be at most {NAME_MAX} characters")
-        expires_in = form.get("expiresIn", "").strip()
-        expires = keys.expiry(expires_in, None, time.time()) if expires_in else None
-        secret, key = keys.create(
-            store(), plan=form.get("plan", ""), name=name,
-            per_minute=_number(form.get("perMinute", ""), "Requests a minute"),
-            per_day=_number(form.get("perDay", ""), "Requests a day"),
-            scope=form.get("scope", ""), expires_at=expires)
-    except keys.InvalidKeyValue as exc:
-        _record("create key refused", exc.message)
-        return _list(400, _sentence(exc.message), kept)
+    with once(form, "create key", "a new key", AGAIN) as sending:
+        try:
+            name = form.get("name", "").strip()
+            if len(name) > NAME_MAX:
+                raise keys.InvalidKeyValue(f"the name must be at most {NAME_MAX} characters")
+            expires_in = form.get("expiresIn", "").strip()
+            expires = keys.expiry(expires_in, None, time.time()) if expires_in else None
+            secret, key = keys.create(
+                store(), plan=form.get("plan", ""), name=name,
+                per_minute=_number(form.get("perMinute", ""), "Requests a minute"),
+                per_day=_number(form.get("perDay", ""), "Requests a day"),
+                scope=form.get("scope", ""), expires_at=expires)
+        except keys.InvalidKeyValue as exc:
+            _record("create key refused", exc.message)
+            return _list(400, _sentence(exc.message), kept)
+        sending.made = f"key {key.id} ({key.prefix}…)"
     _record("key created", f"key {key.id} ({key.prefix}...), plan {key.plan}, scope "
                            f"{key.scope}: {key.name}")
     return render("key_secret.html", 200, SECRET_HEADERS, key=key, secret=secret,
@@ -159,16 +166,19 @@ def rotate_key(key_id: str) -> Page:
     refused = _confirmed(f"rotate key {number}")
     if refused is not None:
         return _list(403, refused)
-    try:
-        grace = keys.parse_duration(flask.request.form.get("grace", "") or GRACE_DEFAULT)
-        secret, key = keys.rotate(store(), number, grace, time.time())
-    except keys.InvalidKeyValue as exc:
-        return _list(400, _sentence(exc.message))
-    except keys.KeyNotFound as exc:
-        flask.abort(404, description=exc.message)
-    except keys.KeyRevoked as exc:
-        _record("rotate key refused", f"key {number}: revoked")
-        return _list(409, exc.message)
+    form = flask.request.form
+    with once(form, "rotate key", f"key {number}", AGAIN) as sending:
+        try:
+            grace = keys.parse_duration(form.get("grace", "") or GRACE_DEFAULT)
+            secret, key = keys.rotate(store(), number, grace, time.time())
+        except keys.InvalidKeyValue as exc:
+            return _list(400, _sentence(exc.message))
+        except keys.KeyNotFound as exc:
+            flask.abort(404, description=exc.message)
+        except keys.KeyRevoked as exc:
+            _record("rotate key refused", f"key {number}: revoked")
+            return _list(409, exc.message)
+        sending.made = f"a new secret for key {key.id} ({key.prefix}…)"
     _record("key rotated", f"key {key.id} ({key.prefix}...), old secret until "
                            f"{key.previous_until}")
     return render("key_secret.html", 200, SECRET_HEADERS, key=key, secret=secret,

@@ -4,18 +4,22 @@ rendered."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import flask
 from werkzeug.wrappers import Response as Page  # a page or a redirect: what views answer
 
+from app.core.orders import IDEMPOTENCY_KEY_MAX
 from app.core.quotas.plans import Plan
 from app.core.services import Services
 from app.core.storage import Store
 from app.core.storage.console_statements import ConsoleSession, ConsoleUser
-from app.core.users import sessions
+from app.core.users import accounts, sessions
 from app.core.users.throttle import SignInThrottle
 
 console = flask.Blueprint("console", __name__, url_prefix="/console",
@@ -80,11 +84,12 @@ def address() -> str | None:
 
 def render(template: str, status: int = 200, headers: dict[str, str] | None = None,
            **context: Any) -> Page:
-    """A page of the console: its template with the visitor and the form token."""
+    """A page of the console: its template with the visitor, the form token, and form_key
+    for the forms applied once (once)."""
     session, user = visitor()
     token = session.token if session is not None else flask.g.get("console_form_token")
     body = flask.render_template(f"console/{template}", user=user, session=session,
-                                 token=token, **context)
+                                 token=token, form_key=form_key, **context)
     return flask.Response(body, status, headers=headers, mimetype="text/html")
 
 
@@ -122,3 +127,54 @@ def notice(done: dict[str, str],
 def see_other(endpoint: str, **values: Any) -> Page:
     """The answer to a POST that worked: 303 to the page to show (POST-redirect-GET)."""
     return flask.redirect(flask.url_for(endpoint, **values), 303)
+
+
+# A form's key: made for the form when its page was shown, and carried by it, so that the
+# form sent twice (a double click, a reload of its answer) is applied once.
+FORM_KEY = re.compile(r"console-[A-Za-z0-9_-]{16,64}\Z")
+
+
+def form_key() -> str:
+    """A fresh key for a form that must be applied once."""
+    return f"console-{secrets.token_urlsafe(24)}"
+
+
+def form_key_of(form: Any) -> str:
+    """The key a form carries; 400 when it carries none (a page from before, say)."""
+    key = form.get("key", "")
+    if not FORM_KEY.match(key) or len(key) > IDEMPOTENCY_KEY_MAX:
+        flask.abort(400, description="The form lacks its key; open the page again.")
+    return str(key)
+
+
+class Sending:
+    """The first sending of a form (once): what its action made, once it made it."""
+
+    made: str | None = None
+
+
+@contextmanager
+def once(form: Any, action: str, about: str, again: str) -> Iterator[Sending]:
+    """Apply a form that shows a secret once, once for the key it carries: the store takes
+    the key (console_forms), so that a second sending, on any worker or host, does nothing
+    and answers 409 with what the first made and what to do (again), and goes to the audit
+    log as action refused, about what. A form whose action is refused (nothing made) is let
+    go, to be sent again, corrected. The secret itself is never kept: the answer to the
+    first sending is the only one to show it."""
+    key = form_key_of(form)
+    taken, made = store().take_console_form(key, time.time())
+    if not taken:
+        _, user = visitor()
+        accounts.record(store(), user.name if user else None, address(), f"{action} refused",
+                        f"{about}: the form was sent before")
+        flask.abort(409, description=(
+            f"This form was sent before, and made {made} then. {again}" if made else
+            "This form is being applied already; look again in a moment."))
+    sending = Sending()
+    try:
+        yield sending
+    finally:
+        if sending.made is None:
+            store().release_console_form(key)
+        else:
+            store().settle_console_form(key, sending.made)

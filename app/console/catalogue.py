@@ -14,7 +14,6 @@ Every action, and every refusal, goes to the audit log.
 from __future__ import annotations
 
 import re
-import secrets
 from typing import Any
 
 import flask
@@ -24,6 +23,8 @@ from app.console.blueprint import (
     Page,
     address,
     console,
+    form_key,
+    form_key_of,
     notice,
     path_id,
     query_id,
@@ -42,23 +43,15 @@ from app.core.errors import (
     StockBelowReserved,
     StockNotTracked,
 )
-from app.core.orders import IDEMPOTENCY_KEY_MAX
 from app.core.users import accounts
 
 PAGE_SIZE = 100  # pets a page
-FORM_KEY = re.compile(r"console-[A-Za-z0-9_-]{16,64}\Z")
 # The fields as the forms label them, for the rules' sentences.
 LABELS = {"name": "Name", "category": "Category", "tags": "Tags", "tag": "Tag",
           "photoUrls": "Photo URLs", "stock": "Stock", "delta": "Units",
           "reason": "Reason", "status": "Status", "body": "The form"}
 # The refusals shown on the form that was sent (a 409: the pet's state refused it).
 CONFLICTS = (StockBelowReserved, StockNotTracked, IdempotencyKeyReused, IdempotencyKeyInUse)
-
-
-def form_key() -> str:
-    """A fresh idempotency key for a form that adds a pet or adjusts a stock: the form
-    carries it, so that sending the form twice applies it once."""
-    return f"console-{secrets.token_urlsafe(24)}"
 
 
 def _sentence(exc: PetstoreError) -> str:
@@ -71,13 +64,6 @@ def _sentence(exc: PetstoreError) -> str:
     if isinstance(exc, IdempotencyKeyInUse):
         return "This form is being applied already; look at the pet again in a moment."
     return exc.message
-
-
-def _key_of(form: Any) -> str:
-    key = form.get("key", "")
-    if not FORM_KEY.match(key) or len(key) > IDEMPOTENCY_KEY_MAX:
-        flask.abort(400, description="The form lacks its key; open the page again.")
-    return str(key)
 
 
 def _user_name() -> str:
@@ -186,7 +172,7 @@ def new_pet() -> Page:
 def add_pet() -> Page:
     """Add the pet the form describes, once for its key."""
     form = flask.request.form
-    key = _key_of(form)
+    key = form_key_of(form)
     body = {name: value for name, value in _pet_body(form).items() if value not in (None, [])}
     try:
         written = pets.add(store(), body, pets.OPERATOR, key)
@@ -276,7 +262,7 @@ def adjust_stock(pet_id: str) -> Page:
     once for the form's key."""
     number = path_id(pet_id)
     form = flask.request.form
-    key = _key_of(form)
+    key = form_key_of(form)
     direction = form.get("direction", "receive")
     units = form.get("units", "").strip()
     reason = form.get("reason", "").strip() or None

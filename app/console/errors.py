@@ -1,4 +1,4 @@
-"""The console's errors as pages (D35): 403, 404, 405, 429 and 500 are HTML for a person,
+"""The console's errors as pages (D35): 403, 404, 405, 409, 429 and 500 are HTML for a person,
 never the API's Error bodies (the console layer keeps its requests away from Connexion's
 exception middleware, app/web/console.py). Flask finds a blueprint's handlers only for
 URLs routed to it, so any other path under /console/ is routed to not_found here."""
@@ -16,8 +16,8 @@ from app.core.errors import StoreUnavailable
 log = logging.getLogger("petstore.console")
 
 TITLES = {400: "That request is not valid", 403: "Not allowed", 404: "No such page",
-          405: "Not this way", 429: "Too many attempts", 500: "Something went wrong",
-          503: "The database does not answer"}
+          405: "Not this way", 409: "Sent already", 429: "Too many attempts",
+          500: "Something went wrong", 503: "The database does not answer"}
 
 
 METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]

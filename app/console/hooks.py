@@ -24,6 +24,7 @@ from app.console.blueprint import (
     address,
     console,
     notice,
+    once,
     path_id,
     render,
     see_other,
@@ -169,10 +170,14 @@ def rotate_webhook(endpoint_id: str) -> Page:
     if not re.fullmatch(r"[0-9]{1,4}", hours) or int(hours) > GRACE_HOURS_MAX:
         return _endpoint_view(number, 400, f"The grace is a whole number of hours, 0 to "
                                            f"{GRACE_HOURS_MAX}; nothing changed.")
-    try:
-        endpoint, secret = webhooks.rotate(store(), None, number, int(hours) * 3600)
-    except PetstoreError as exc:
-        flask.abort(404, description=exc.message)
+    with once(flask.request.form, "rotate webhook secret", f"endpoint {number}",
+              "It was shown on the answer to that sending, and only there: if it was not "
+              "given to the receiver, rotate it again.") as sending:
+        try:
+            endpoint, secret = webhooks.rotate(store(), None, number, int(hours) * 3600)
+        except PetstoreError as exc:
+            flask.abort(404, description=exc.message)
+        sending.made = f"a new secret for endpoint {number}"
     _record("webhook secret rotated", f"endpoint {number}, old secret for {hours} h")
     return render("webhook_secret.html", 200, SECRET_HEADERS, endpoint=endpoint,
                   secret=secret, until=_moment(endpoint.previous_until))

@@ -28,6 +28,15 @@ ORDERS = [
 ]
 
 
+def form_key(page: str, action: str) -> str:
+    """The key that the page's form posting to action carries (a form applied once)."""
+    form = re.search(rf'<form[^>]*action="{re.escape(action)}"[^>]*>(.*?)</form>', page, re.S)
+    assert form, f"the page has no form to {action}"
+    found = re.search(r'name="key" value="(console-[^"]+)"', form.group(1))
+    assert found, f"the form to {action} carries no key"
+    return found.group(1)
+
+
 class Visitor:
     """A test client as a person's browser uses the console: it keeps cookies, sends the
     forms of the page it last read (their token included), from the console's own origin

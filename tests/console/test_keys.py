@@ -7,16 +7,26 @@ secret."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from app.core import keys
 from app.core.storage import Store
-from tests.console.conftest import GOOD, Visitor, cell, row
+from tests.console.conftest import GOOD, Visitor, cell, form_key, row
 
 
 def _secret(page: str) -> str:
     found = re.search(r'<code class="secret" id="secret">(psk_[A-Za-z0-9_-]+)</code>', page)
     assert found, "the page shows no secret"
     return found.group(1)
+
+
+STALE_FORM = "console-" + "s" * 32  # the key of a form on a page shown before
+
+
+def _make(visitor: Visitor, **fields: str) -> Any:
+    """The form that makes a key, on the page the visitor is on, sent with these fields."""
+    return visitor.post("/console/keys", {"key": form_key(visitor.page, "/console/keys"),
+                                          **fields})
 
 
 def _row(page: str, number: int) -> str:
@@ -26,9 +36,8 @@ def _row(page: str, number: int) -> str:
 def test_a_key_is_made_with_the_password_and_its_secret_shown_once(signed_in: Visitor,
                                                                    store: Store) -> None:
     signed_in.get("/console/keys")
-    made = signed_in.post("/console/keys", {
-        "name": "storefront", "plan": "pro", "scope": "read", "expiresIn": "90d",
-        "password": GOOD})
+    made = _make(signed_in, name="storefront", plan="pro", scope="read", expiresIn="90d",
+                 password=GOOD)
     assert made.status_code == 200 and made.headers["cache-control"] == "no-store"
     secret = _secret(made.text)
     (key,) = store.list_keys()
@@ -51,8 +60,7 @@ def test_a_key_is_made_with_the_password_and_its_secret_shown_once(signed_in: Vi
 
 def test_no_key_is_made_without_the_password(signed_in: Visitor, store: Store) -> None:
     signed_in.get("/console/keys")
-    refused = signed_in.post("/console/keys", {"name": "x", "plan": "free",
-                                               "scope": "write", "password": "wrong"})
+    refused = _make(signed_in, name="x", plan="free", scope="write", password="wrong")
     assert refused.status_code == 403
     assert "That is not your password; nothing was done." in refused.text
     assert 'value="x"' in refused.text and "psk_" not in refused.text
@@ -64,19 +72,15 @@ def test_no_key_is_made_without_the_password(signed_in: Visitor, store: Store) -
 
 def test_a_key_the_rules_refuse_is_not_made(signed_in: Visitor, store: Store) -> None:
     signed_in.get("/console/keys")
-    refused = signed_in.post("/console/keys", {"plan": "enterprise", "scope": "write",
-                                               "password": GOOD})
+    refused = _make(signed_in, plan="enterprise", scope="write", password=GOOD)
     assert refused.status_code == 400
     assert "An enterprise key needs its requests a minute and a day." in refused.text
-    numbers = signed_in.post("/console/keys", {"plan": "free", "scope": "write",
-                                               "perMinute": "5", "password": GOOD})
+    numbers = _make(signed_in, plan="free", scope="write", perMinute="5", password=GOOD)
     assert numbers.status_code == 400 and "The free plan sets its own limits" in numbers.text
-    expiry = signed_in.post("/console/keys", {"plan": "free", "scope": "write",
-                                              "expiresIn": "soon", "password": GOOD})
+    expiry = _make(signed_in, plan="free", scope="write", expiresIn="soon", password=GOOD)
     assert expiry.status_code == 400 and "is not a duration" in expiry.text
-    enterprise = signed_in.post("/console/keys", {
-        "plan": "enterprise", "scope": "write", "perMinute": "7", "perDay": "70",
-        "password": GOOD})
+    enterprise = _make(signed_in, plan="enterprise", scope="write", perMinute="7",
+                       perDay="70", password=GOOD)
     assert enterprise.status_code == 200
     assert cell(_row(signed_in.get("/console/keys").text, 1), "quotas") == "7/min, 70/day"
     assert len(store.list_keys()) == 1
@@ -87,11 +91,12 @@ def test_a_key_is_rotated_with_a_grace_and_the_password(signed_in: Visitor,
     old, key = keys.create(store, plan="free", name="warehouse", per_minute=None,
                            per_day=None)
     signed_in.get("/console/keys")
-    wrong = signed_in.post(f"/console/keys/{key.id}/rotate", {"grace": "1h",
-                                                              "password": "nope"})
+    rotate = f"/console/keys/{key.id}/rotate"
+    wrong = signed_in.post(rotate, {"key": form_key(signed_in.page, rotate), "grace": "1h",
+                                    "password": "nope"})
     assert wrong.status_code == 403 and store.get_key(key.id).digest == key.digest  # type: ignore[union-attr]
-    rotated = signed_in.post(f"/console/keys/{key.id}/rotate", {"grace": "1h",
-                                                                "password": GOOD})
+    rotated = signed_in.post(rotate, {"key": form_key(signed_in.page, rotate), "grace": "1h",
+                                      "password": GOOD})
     assert rotated.status_code == 200 and rotated.headers["cache-control"] == "no-store"
     now = store.get_key(key.id)
     assert now is not None and now.digest == keys.digest(_secret(rotated.text))
@@ -111,7 +116,8 @@ def test_a_key_is_revoked_and_a_revoked_key_is_not_rotated(signed_in: Visitor,
     assert f"Key {key.id} is revoked" in page
     assert cell(_row(page, key.id), "state").startswith("revoked ")
     assert "Rotate" not in _row(page, key.id)
-    refused = signed_in.post(f"/console/keys/{key.id}/rotate", {"password": GOOD})
+    refused = signed_in.post(f"/console/keys/{key.id}/rotate",
+                             {"key": STALE_FORM, "password": GOOD})
     assert refused.status_code == 409
     assert f"Key {key.id} is revoked; create a new one instead." in refused.text
     assert [e.action for e in store.audit_entries(2)] == ["rotate key refused",
@@ -136,3 +142,68 @@ def test_a_keys_name_is_shown_as_text(signed_in: Visitor, store: Store) -> None:
                 per_day=None)
     page = signed_in.get("/console/keys").text
     assert "&lt;img src=x onerror=alert(1)&gt;" in page and "<img src=x" not in page
+
+
+def test_the_form_that_makes_a_key_sent_twice_makes_one_and_says_which(
+        signed_in: Visitor, store: Store) -> None:
+    signed_in.get("/console/keys")
+    sent = {"key": form_key(signed_in.page, "/console/keys"), "name": "till", "plan": "free",
+            "scope": "write", "password": GOOD}
+    made = signed_in.post("/console/keys", sent)
+    assert made.status_code == 200
+    (key,) = store.list_keys()
+    again = signed_in.post("/console/keys", sent)  # a double click, or a reload of the answer
+    assert again.status_code == 409 and "Sent already" in again.text
+    assert (f"This form was sent before, and made key {key.id} ({key.prefix}…) then. Its "
+            "secret was shown on the answer to that sending, and only there: if it was not "
+            "copied, rotate the key.") in again.text
+    assert _secret(made.text) not in again.text and 'id="secret"' not in again.text
+    assert store.list_keys() == [key]
+    entry = store.audit_entries(1)[0]
+    assert (entry.action, entry.detail) == ("create key refused",
+                                            "a new key: the form was sent before")
+
+
+def test_a_form_the_rules_refused_is_sent_again_corrected(signed_in: Visitor,
+                                                          store: Store) -> None:
+    signed_in.get("/console/keys")
+    taken = form_key(signed_in.page, "/console/keys")
+    refused = signed_in.post("/console/keys", {"key": taken, "plan": "free", "scope": "write",
+                                               "expiresIn": "soon", "password": GOOD})
+    assert refused.status_code == 400 and store.list_keys() == []
+    made = signed_in.post("/console/keys", {"key": taken, "plan": "free", "scope": "write",
+                                            "expiresIn": "90d", "password": GOOD})
+    assert made.status_code == 200 and len(store.list_keys()) == 1
+
+
+def test_a_form_without_its_key_makes_nothing(signed_in: Visitor, store: Store) -> None:
+    signed_in.get("/console/keys")
+    for key in ("", "console-short", "other-" + "a" * 30):
+        refused = signed_in.post("/console/keys", {"key": key, "plan": "free",
+                                                   "scope": "write", "password": GOOD})
+        assert refused.status_code == 400
+        assert "The form lacks its key; open the page again." in refused.text
+    assert store.list_keys() == []
+
+
+def test_the_rotation_sent_twice_rotates_once_and_the_old_secret_still_works(
+        signed_in: Visitor, store: Store) -> None:
+    old, key = keys.create(store, plan="free", name="warehouse", per_minute=None,
+                           per_day=None)
+    signed_in.get("/console/keys")
+    rotate = f"/console/keys/{key.id}/rotate"
+    sent = {"key": form_key(signed_in.page, rotate), "grace": "1h", "password": GOOD}
+    rotated = signed_in.post(rotate, sent)
+    assert rotated.status_code == 200
+    new = _secret(rotated.text)
+    again = signed_in.post(rotate, sent)
+    assert again.status_code == 409
+    now = store.get_key(key.id)
+    assert now is not None and now.digest == keys.digest(new)
+    assert (f"This form was sent before, and made a new secret for key {key.id} "
+            f"({now.prefix}…) then.") in again.text and new not in again.text
+    assert now.previous_digest == keys.digest(old)  # a second rotation would have lost it
+    for secret in (old, new):
+        answer = signed_in.client.get("/v2/store/orders",
+                                      headers={"Authorization": f"Bearer {secret}"})
+        assert answer.status_code == 200

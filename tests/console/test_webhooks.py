@@ -16,7 +16,7 @@ from app.core import feed, webhooks
 from app.core.config import Settings
 from app.core.orders import utc_now
 from app.core.storage import Store
-from tests.console.conftest import Visitor, cell, row
+from tests.console.conftest import Visitor, cell, form_key, row
 from tests.receivers import Receiver, receiving
 
 LOOPBACK = webhooks.networks("127.0.0.0/8")
@@ -115,9 +115,12 @@ def test_a_secret_is_rotated_and_shown_once(signed_in: Visitor, store: Store) ->
     endpoint_id = _endpoint(store, "http://127.0.0.1:9/")
     old = store.get_webhook_endpoint(endpoint_id).secret  # type: ignore[union-attr]
     signed_in.get(f"/console/webhooks/{endpoint_id}")
-    refused = signed_in.post(f"/console/webhooks/{endpoint_id}/rotate", {"graceHours": "x"})
+    rotate = f"/console/webhooks/{endpoint_id}/rotate"
+    refused = signed_in.post(rotate, {"key": form_key(signed_in.page, rotate),
+                                      "graceHours": "x"})
     assert refused.status_code == 400 and "whole number of hours" in refused.text
-    rotated = signed_in.post(f"/console/webhooks/{endpoint_id}/rotate", {"graceHours": "2"})
+    sent = {"key": form_key(signed_in.page, rotate), "graceHours": "2"}
+    rotated = signed_in.post(rotate, sent)
     assert rotated.status_code == 200 and rotated.headers["cache-control"] == "no-store"
     now = store.get_webhook_endpoint(endpoint_id)
     assert now is not None and now.previous_secret == old
@@ -125,6 +128,13 @@ def test_a_secret_is_rotated_and_shown_once(signed_in: Visitor, store: Store) ->
     assert now.secret not in signed_in.get(f"/console/webhooks/{endpoint_id}").text
     assert _audit(store, 1) == [("webhook secret rotated",
                                  f"endpoint {endpoint_id}, old secret for 2 h")]
+    again = signed_in.post(rotate, sent)  # a double click, or a reload of the answer
+    assert again.status_code == 409
+    assert (f"This form was sent before, and made a new secret for endpoint {endpoint_id} "
+            "then.") in again.text and now.secret not in again.text
+    assert store.get_webhook_endpoint(endpoint_id) == now
+    assert _audit(store, 1) == [("rotate webhook secret refused",
+                                 f"endpoint {endpoint_id}: the form was sent before")]
 
 
 def test_a_replay_goes_back_to_a_feed_cursor(signed_in: Visitor, store: Store) -> None:

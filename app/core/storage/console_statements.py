@@ -48,6 +48,18 @@ CONSOLE_SCHEMA = (
     "CREATE INDEX idx_console_audit_at ON console_audit (at)",
     "ALTER TABLE orders ADD COLUMN cancelled_by_user BIGINT REFERENCES console_users (id)",
 )
+# The console's forms that show a secret once (a key made or rotated, a webhook's secret
+# rotated), each taken by the key it carries when it is first sent, so that sending it
+# again (a double click, a reload of the answer) does nothing twice: what it made, once
+# made; NULL while it is being applied. Forgotten with the sessions that could send them
+# (migration 12).
+CONSOLE_FORMS_SCHEMA = (
+    "CREATE TABLE console_forms ("
+    " form_key TEXT PRIMARY KEY,"
+    " made TEXT,"
+    " created_at DOUBLE PRECISION NOT NULL)",
+    "CREATE INDEX idx_console_forms_created_at ON console_forms (created_at)",
+)
 USER_COLUMNS = ("id, name, password_hash, must_change_password, totp_secret, totp_last_step, "
                 "disabled_at, created_at, last_sign_in_at")
 SESSION_COLUMNS = "digest, user_id, token, stage, created_at, seen_at"
@@ -165,6 +177,19 @@ class ConsoleStore(Protocol):
 
     def purge_console_sessions(self, idle_before: float, begun_before: float) -> int:
         """End the sessions last seen before idle_before or begun before begun_before."""
+        ...
+
+    def take_console_form(self, form_key: str, now: float) -> tuple[bool, str | None]:
+        """Take a form by its key, unless it was taken before: whether this took it, and
+        else what it made (None while it is being applied)."""
+        ...
+
+    def settle_console_form(self, form_key: str, made: str) -> None:
+        """Note what a form taken made."""
+        ...
+
+    def release_console_form(self, form_key: str) -> None:
+        """Let a form taken be sent again: its action was refused, nothing was made."""
         ...
 
     def add_audit_entry(self, at: str, user_name: str | None, address: str | None,
@@ -315,11 +340,40 @@ class ConsoleStatements:
                                     f"{self.PARAM} RETURNING digest", (value,)))
 
     def purge_console_sessions(self, idle_before: float, begun_before: float) -> int:
-        """End the sessions last seen before idle_before or begun before begun_before."""
+        """End the sessions last seen before idle_before or begun before begun_before, and
+        forget the forms taken before begun_before, which no session left can send."""
         p = self.PARAM
-        return len(self._write_rows(f"DELETE FROM console_sessions WHERE seen_at < {p} "
-                                    f"OR created_at < {p} RETURNING digest",
-                                    (idle_before, begun_before)))
+        ended, _ = self._write_batch([
+            (f"DELETE FROM console_sessions WHERE seen_at < {p} OR created_at < {p} "
+             "RETURNING digest", (idle_before, begun_before)),
+            (f"DELETE FROM console_forms WHERE created_at < {p} RETURNING form_key",
+             (begun_before,))])
+        return len(ended)
+
+    # forms that show a secret once --------------------------------------------------------
+
+    def take_console_form(self, form_key: str, now: float) -> tuple[bool, str | None]:
+        """Take a form by its key, unless it was taken before: whether this took it, and
+        else what it made (None while it is being applied). The primary key decides
+        between two sendings at once, on any worker or host."""
+        p = self.PARAM
+        if self._write_rows(f"INSERT INTO console_forms (form_key, created_at) VALUES "
+                            f"({p}, {p}) ON CONFLICT (form_key) DO NOTHING RETURNING form_key",
+                            (form_key, now)):
+            return True, None
+        rows = self._rows(f"SELECT made FROM console_forms WHERE form_key = {p}", (form_key,))
+        return False, rows[0][0] if rows else None
+
+    def settle_console_form(self, form_key: str, made: str) -> None:
+        """Note what a form taken made."""
+        p = self.PARAM
+        self._write_rows(f"UPDATE console_forms SET made = {p} WHERE form_key = {p} "
+                         "RETURNING form_key", (made, form_key))
+
+    def release_console_form(self, form_key: str) -> None:
+        """Let a form taken be sent again: its action was refused, nothing was made."""
+        self._write_rows(f"DELETE FROM console_forms WHERE form_key = {self.PARAM} "
+                         "AND made IS NULL RETURNING form_key", (form_key,))
 
     # the audit log ----------------------------------------------------------------------
 

@@ -4,9 +4,10 @@ and only when a PostgreSQL database is configured.
 
 For a shop that runs several copies of the service behind a proxy, all sharing one
 database. It keeps the SQLite store's schema, versions and rules
-(app/core/storage/sqlite.py): the same migrations (postgres_schema.py), the same conditional
-cancel in one statement, the same revision counter raised by triggers on every change to
-the orders, from whichever host. Backups are pg_dump's (pg_dump.py).
+(app/core/storage/sqlite.py): the same migrations (postgres_schema.py and
+sqlite_schema.py), the same conditional cancel in one statement, the same revision counter
+raised by triggers on every change to the orders, from whichever host. Backups are
+pg_dump's (pg_dump.py).
 
 Connections come from a pool per process (psycopg_pool), in autocommit mode: a request's
 single statement needs no BEGIN and COMMIT round trips; the few writes of several

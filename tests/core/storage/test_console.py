@@ -1,6 +1,7 @@
 """The console's users, sessions and audit log over each store (D35): names are unique,
 sessions are found by digest with their user and end one by one or all of a user's, a TOTP
-step is used once, a cancel from the console records its user, the home page's figures."""
+step is used once, a form that shows a secret is taken once, a cancel from the console
+records its user, the home page's figures."""
 
 from __future__ import annotations
 
@@ -87,6 +88,30 @@ def test_sessions_past_their_times_are_purged(store: Store) -> None:
     store.create_console_session(_session(ann.id, "fresh", at=5000.0))
     assert store.purge_console_sessions(idle_before=1000.0, begun_before=200.0) == 2
     assert store.console_session("fresh") is not None
+
+
+def test_a_form_is_taken_once_and_says_what_it_made(store: Store) -> None:
+    assert store.take_console_form("console-a", 1000.0) == (True, None)
+    assert store.take_console_form("console-a", 1001.0) == (False, None)  # being applied
+    store.settle_console_form("console-a", "key 7 (psk_ab…)")
+    assert store.take_console_form("console-a", 1002.0) == (False, "key 7 (psk_ab…)")
+    store.release_console_form("console-a")  # made something: never let go
+    assert store.take_console_form("console-a", 1003.0) == (False, "key 7 (psk_ab…)")
+    assert store.take_console_form("console-b", 1004.0) == (True, None)
+
+
+def test_a_refused_form_is_let_go_to_be_sent_again(store: Store) -> None:
+    assert store.take_console_form("console-a", 1000.0) == (True, None)
+    store.release_console_form("console-a")
+    assert store.take_console_form("console-a", 1001.0) == (True, None)
+
+
+def test_forms_are_forgotten_with_the_sessions_that_could_send_them(store: Store) -> None:
+    store.take_console_form("console-old", 100.0)
+    store.take_console_form("console-new", 300.0)
+    store.purge_console_sessions(idle_before=0.0, begun_before=200.0)
+    assert store.take_console_form("console-old", 400.0) == (True, None)
+    assert store.take_console_form("console-new", 400.0) == (False, None)
 
 
 def test_the_audit_log_pages_newest_first_and_forgets_by_age(store: Store) -> None:

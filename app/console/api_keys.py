@@ -4,11 +4,13 @@ use, expiry and ban; making one, rotating one with a grace, revoking one, liftin
 Each action is the core's rule (app.core.keys), the CLI's: a new secret is shown once, on
 the answer to the form that made it (never in a URL, never cached: Cache-Control:
 no-store), with a copy button of the console's own script; the store keeps its digest
-only. Those forms are applied once for the key each carries (blueprint.once): sent twice,
-they make one key, or one new secret, and say so. Making and rotating a key ask for the
-user's password again (ASVS 3.7.1), counted by the sign-in throttle when wrong. The audit
-log names the key by its id and prefix, never its secret. Running workers see a
-revocation or a lifted ban within PETSTORE_KEY_CACHE_SECONDS, as after the CLI's.
+only. Those forms are applied once for the key each carries (blueprint.once): sent again
+(a double click, a reload of the answer), they make no second key and no second rotation,
+but give the key a new secret in place of the one the earlier answer showed, and say so.
+Making and rotating a key ask for the user's password again (ASVS 3.7.1), counted by the
+sign-in throttle when wrong. The audit log names the key by its id and prefix, never its
+secret. Running workers see a revocation or a lifted ban within
+PETSTORE_KEY_CACHE_SECONDS, as after the CLI's.
 """
 
 from __future__ import annotations
@@ -43,9 +45,6 @@ from app.core.users import accounts
 NAME_MAX = 200
 GRACE_DEFAULT = "24h"
 SECRET_HEADERS = {"Cache-Control": "no-store"}  # a page with a secret is never kept
-# What a form that made a key, or a key's new secret, says when it is sent again (once).
-AGAIN = ("Its secret was shown on the answer to that sending, and only there: if it was not "
-         "copied, rotate the key.")
 
 
 def _user() -> ConsoleUser:
@@ -131,7 +130,9 @@ def create_key() -> Page:
     refused = _confirmed("create key")
     if refused is not None:
         return _list(403, refused, kept)
-    with once(form, "create key", "a new key", AGAIN) as sending:
+    with once(form, flask.url_for("console.keys_page")) as sending:
+        if sending.before is not None:
+            return _renewed(sending.before, "created")
         try:
             name = form.get("name", "").strip()
             if len(name) > NAME_MAX:
@@ -146,11 +147,26 @@ def create_key() -> Page:
         except keys.InvalidKeyValue as exc:
             _record("create key refused", exc.message)
             return _list(400, _sentence(exc.message), kept)
-        sending.made = f"key {key.id} ({key.prefix}…)"
+        sending.made = key.id
     _record("key created", f"key {key.id} ({key.prefix}...), plan {key.plan}, scope "
                            f"{key.scope}: {key.name}")
     return render("key_secret.html", 200, SECRET_HEADERS, key=key, secret=secret,
                   made="created")
+
+
+def _renewed(number: int, made: str) -> Page:
+    """A form that made (made: "created") or rotated key number, sent again: a new secret in
+    place of the one its earlier answer showed (keys.renew), shown once as that one was."""
+    try:
+        secret, key = keys.renew(store(), number)
+    except keys.KeyNotFound as exc:
+        flask.abort(404, description=exc.message)
+    except keys.KeyRevoked as exc:
+        _record("renew key secret refused", f"key {number}: revoked")
+        return _list(409, exc.message)
+    _record("key secret renewed", f"key {key.id} ({key.prefix}...): its form was sent again")
+    return render("key_secret.html", 200, SECRET_HEADERS, key=key, secret=secret, made=made,
+                  again=True)
 
 
 def _sentence(message: str) -> str:
@@ -167,7 +183,9 @@ def rotate_key(key_id: str) -> Page:
     if refused is not None:
         return _list(403, refused)
     form = flask.request.form
-    with once(form, "rotate key", f"key {number}", AGAIN) as sending:
+    with once(form, flask.url_for("console.keys_page")) as sending:
+        if sending.before is not None:
+            return _renewed(sending.before, "rotated")
         try:
             grace = keys.parse_duration(form.get("grace", "") or GRACE_DEFAULT)
             secret, key = keys.rotate(store(), number, grace, time.time())
@@ -178,7 +196,7 @@ def rotate_key(key_id: str) -> Page:
         except keys.KeyRevoked as exc:
             _record("rotate key refused", f"key {number}: revoked")
             return _list(409, exc.message)
-        sending.made = f"a new secret for key {key.id} ({key.prefix}…)"
+        sending.made = key.id
     _record("key rotated", f"key {key.id} ({key.prefix}...), old secret until "
                            f"{key.previous_until}")
     return render("key_secret.html", 200, SECRET_HEADERS, key=key, secret=secret,

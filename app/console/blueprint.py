@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import flask
+from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as Page  # a page or a redirect: what views answer
 
 from app.core.orders import IDEMPOTENCY_KEY_MAX
@@ -19,7 +20,7 @@ from app.core.quotas.plans import Plan
 from app.core.services import Services
 from app.core.storage import Store
 from app.core.storage.console_statements import ConsoleSession, ConsoleUser
-from app.core.users import accounts, sessions
+from app.core.users import sessions
 from app.core.users.throttle import SignInThrottle
 
 console = flask.Blueprint("console", __name__, url_prefix="/console",
@@ -147,34 +148,58 @@ def form_key_of(form: Any) -> str:
     return str(key)
 
 
-class Sending:
-    """The first sending of a form (once): what its action made, once it made it."""
+class FormInFlight(Exception):
+    """A form sent again whose first sending has made nothing yet: it is being applied, or
+    it stopped midway. back: the page that shows what it did."""
 
-    made: str | None = None
+    def __init__(self, back: str) -> None:
+        super().__init__(back)
+        self.back = back
+
+
+class Sending:
+    """A sending of a form applied once (once): before, the id of what an earlier sending
+    made (None for the first); made, the id of what this one made, once made."""
+
+    def __init__(self, before: int | None) -> None:
+        self.before = before
+        self.made: int | None = None
 
 
 @contextmanager
-def once(form: Any, action: str, about: str, again: str) -> Iterator[Sending]:
-    """Apply a form that shows a secret once, once for the key it carries: the store takes
-    the key (console_forms), so that a second sending, on any worker or host, does nothing
-    and answers 409 with what the first made and what to do (again), and goes to the audit
-    log as action refused, about what. A form whose action is refused (nothing made) is let
-    go, to be sent again, corrected. The secret itself is never kept: the answer to the
-    first sending is the only one to show it."""
+def once(form: Any, back: str) -> Iterator[Sending]:
+    """Apply a form that shows a secret once, once for the key it carries. Its first
+    sending takes the key in the store (console_forms: one sending wins on any worker or
+    host) and notes the id of what it made. A later one (a double click, a reload of the
+    answer) finds that id in Sending.before, and the view gives what it names a new secret
+    in place of the one the earlier answer showed, and says so: a browser shows only the
+    last answer, so it is the one whose secret must work, and a rotation sent twice still
+    keeps the clients' old secret. One that finds the form taken with nothing made yet
+    raises FormInFlight (409). A first sending that makes nothing (a refusal returned, or
+    an abort inside the block) lets the form go, to be sent again corrected; a failure of
+    any other kind leaves it taken, as it may have written."""
     key = form_key_of(form)
-    taken, made = store().take_console_form(key, time.time())
-    if not taken:
-        _, user = visitor()
-        accounts.record(store(), user.name if user else None, address(), f"{action} refused",
-                        f"{about}: the form was sent before")
-        flask.abort(409, description=(
-            f"This form was sent before, and made {made} then. {again}" if made else
-            "This form is being applied already; look again in a moment."))
-    sending = Sending()
+    taken, before = store().take_console_form(key, time.time())
+    if not taken and before is None:
+        raise FormInFlight(back)
+    sending = Sending(before)
     try:
         yield sending
-    finally:
-        if sending.made is None:
-            store().release_console_form(key)
-        else:
+    except HTTPException:
+        _end(key, taken, sending)
+        raise
+    except BaseException:
+        if taken and sending.made is not None:
             store().settle_console_form(key, sending.made)
+        raise
+    _end(key, taken, sending)
+
+
+def _end(key: str, taken: bool, sending: Sending) -> None:
+    """A first sending's end: what it made noted, or, making nothing, the form let go."""
+    if not taken:
+        return
+    if sending.made is not None:
+        store().settle_console_form(key, sending.made)
+    else:
+        store().release_console_form(key)

@@ -10,13 +10,13 @@ import logging
 import flask
 from werkzeug.exceptions import HTTPException, NotFound
 
-from app.console.blueprint import PUBLIC, Page, console, needs, render
+from app.console.blueprint import PUBLIC, FormInFlight, Page, console, needs, render
 from app.core.errors import StoreUnavailable
 
 log = logging.getLogger("petstore.console")
 
 TITLES = {400: "That request is not valid", 403: "Not allowed", 404: "No such page",
-          405: "Not this way", 409: "Sent already", 429: "Too many attempts",
+          405: "Not this way", 429: "Too many attempts",
           500: "Something went wrong", 503: "The database does not answer"}
 
 
@@ -50,6 +50,14 @@ def http_error(error: HTTPException) -> Page:
     headers.pop("Content-Type", None)
     return render("error.html", status, headers, title=TITLES.get(status, "Not allowed"),
                   message=error.description)
+
+
+@console.errorhandler(FormInFlight)
+def form_in_flight(error: FormInFlight) -> Page:
+    return render("error.html", 409, title="Sent already", back=error.back,
+                  message="This form was sent before, and that sending has made nothing "
+                          "yet: it is being applied, or it stopped midway. Look at what it "
+                          "did before you send anything again.")
 
 
 @console.errorhandler(StoreUnavailable)

@@ -170,17 +170,23 @@ def rotate_webhook(endpoint_id: str) -> Page:
     if not re.fullmatch(r"[0-9]{1,4}", hours) or int(hours) > GRACE_HOURS_MAX:
         return _endpoint_view(number, 400, f"The grace is a whole number of hours, 0 to "
                                            f"{GRACE_HOURS_MAX}; nothing changed.")
-    with once(flask.request.form, "rotate webhook secret", f"endpoint {number}",
-              "It was shown on the answer to that sending, and only there: if it was not "
-              "given to the receiver, rotate it again.") as sending:
+    with once(flask.request.form,
+              flask.url_for("console.webhook_page", endpoint_id=number)) as sending:
         try:
-            endpoint, secret = webhooks.rotate(store(), None, number, int(hours) * 3600)
+            if sending.before is not None:  # the form sent again: see blueprint.once
+                endpoint, secret = webhooks.renew_secret(store(), None, sending.before)
+            else:
+                endpoint, secret = webhooks.rotate(store(), None, number, int(hours) * 3600)
         except PetstoreError as exc:
             flask.abort(404, description=exc.message)
-        sending.made = f"a new secret for endpoint {number}"
-    _record("webhook secret rotated", f"endpoint {number}, old secret for {hours} h")
+        sending.made = endpoint.id
+    if sending.before is not None:
+        _record("webhook secret renewed", f"endpoint {endpoint.id}: its form was sent again")
+    else:
+        _record("webhook secret rotated", f"endpoint {number}, old secret for {hours} h")
     return render("webhook_secret.html", 200, SECRET_HEADERS, endpoint=endpoint,
-                  secret=secret, until=_moment(endpoint.previous_until))
+                  secret=secret, until=_moment(endpoint.previous_until),
+                  again=sending.before is not None)
 
 
 def _since(text: str) -> str:

@@ -383,6 +383,24 @@ def rotate(store: Store, key_id: int, grace_seconds: float, now: float) -> tuple
     return secret, rotated
 
 
+def renew(store: Store, key_id: int) -> tuple[str, ApiKey]:
+    """Give an active key a new secret in place of its current one, leaving the old secret
+    of a rotation and its grace as they are: what a form that made or rotated the key does
+    when it is sent again (the console's forms applied once), so that the secret its last
+    answer shows is the one that works, and the clients' old secret still works. Raises
+    KeyNotFound, KeyRevoked."""
+    existing = store.get_key(key_id)
+    if existing is None:
+        raise KeyNotFound(key_id)
+    if not existing.active:
+        raise KeyRevoked(key_id)
+    new = generate_key()
+    renewed = store.renew_key_secret(key_id, new.digest, new.prefix)
+    if renewed is None:
+        raise KeyNotFound(key_id)
+    return new.secret, renewed
+
+
 def state_of(key: ApiKey, now: str) -> str:
     """What a person most needs to know of a key's state, one phrase (now: a stored
     time)."""

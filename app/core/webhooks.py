@@ -456,6 +456,19 @@ def rotate(store: Store, key_id: int | None, endpoint_id: int, grace: Any = GRAC
     return updated, secret
 
 
+def renew_secret(store: Store, key_id: int | None,
+                 endpoint_id: int) -> tuple[WebhookEndpoint, str]:
+    """Give the endpoint a new secret in place of its current one, leaving the old one of a
+    rotation signing beside it as before: what the console's rotation does when its form is
+    sent again, so that the secret its last answer shows is the one that signs."""
+    endpoint = find(store, key_id, endpoint_id)
+    secret = new_secret()
+    updated = store.update_webhook_endpoint(endpoint.id, {"secret": secret})
+    if updated is None:
+        raise WebhookEndpointNotFound(endpoint_id)
+    return updated, secret
+
+
 def replay(store: Store, key_id: int | None, endpoint_id: int,
            after: Any) -> WebhookEndpoint:
     """Deliver again every change after a feed cursor (from the beginning without one):

@@ -2,7 +2,8 @@
 plan, quotas, scope, last use, expiry and state; making and rotating a key only with the
 password again (ASVS 3.7.1), the secret shown once on a page that is not kept; revoking,
 lifting a ban; the core's refusals in words, each action in the audit log without a
-secret."""
+secret; a form that makes or rotates a key applied once, its last answer's secret the one
+that works."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def _secret(page: str) -> str:
     return found.group(1)
 
 
-STALE_FORM = "console-" + "s" * 32  # the key of a form on a page shown before
+ANY_FORM = "console-" + "s" * 32  # a well-formed form key, taken by no sending yet
 
 
 def _make(visitor: Visitor, **fields: str) -> Any:
@@ -117,7 +118,7 @@ def test_a_key_is_revoked_and_a_revoked_key_is_not_rotated(signed_in: Visitor,
     assert cell(_row(page, key.id), "state").startswith("revoked ")
     assert "Rotate" not in _row(page, key.id)
     refused = signed_in.post(f"/console/keys/{key.id}/rotate",
-                             {"key": STALE_FORM, "password": GOOD})
+                             {"key": ANY_FORM, "password": GOOD})
     assert refused.status_code == 409
     assert f"Key {key.id} is revoked; create a new one instead." in refused.text
     assert [e.action for e in store.audit_entries(2)] == ["rotate key refused",
@@ -144,24 +145,31 @@ def test_a_keys_name_is_shown_as_text(signed_in: Visitor, store: Store) -> None:
     assert "&lt;img src=x onerror=alert(1)&gt;" in page and "<img src=x" not in page
 
 
-def test_the_form_that_makes_a_key_sent_twice_makes_one_and_says_which(
+def _works(visitor: Visitor, secret: str) -> bool:
+    """Whether the API takes the secret."""
+    answer = visitor.client.get("/v2/store/orders",
+                                headers={"Authorization": f"Bearer {secret}"})
+    assert answer.status_code in (200, 401), answer.text
+    return bool(answer.status_code == 200)
+
+
+def test_the_form_that_makes_a_key_sent_twice_makes_one_and_its_last_answer_works(
         signed_in: Visitor, store: Store) -> None:
     signed_in.get("/console/keys")
     sent = {"key": form_key(signed_in.page, "/console/keys"), "name": "till", "plan": "free",
             "scope": "write", "password": GOOD}
-    made = signed_in.post("/console/keys", sent)
-    assert made.status_code == 200
-    (key,) = store.list_keys()
+    first = _secret(signed_in.post("/console/keys", sent).text)
     again = signed_in.post("/console/keys", sent)  # a double click, or a reload of the answer
-    assert again.status_code == 409 and "Sent already" in again.text
-    assert (f"This form was sent before, and made key {key.id} ({key.prefix}…) then. Its "
-            "secret was shown on the answer to that sending, and only there: if it was not "
-            "copied, rotate the key.") in again.text
-    assert _secret(made.text) not in again.text and 'id="secret"' not in again.text
-    assert store.list_keys() == [key]
+    assert again.status_code == 200 and again.headers["cache-control"] == "no-store"
+    (key,) = store.list_keys()
+    assert (key.name, key.digest) == ("till", keys.digest(_secret(again.text)))
+    assert (f"This form was sent again (a double click, or a reload of its answer): it made "
+            f"key {key.id} the first time, and nothing more now. This secret is a new one in "
+            "place of the one an earlier answer showed, which no longer works.") in again.text
+    assert _works(signed_in, _secret(again.text)) and not _works(signed_in, first)
     entry = store.audit_entries(1)[0]
-    assert (entry.action, entry.detail) == ("create key refused",
-                                            "a new key: the form was sent before")
+    assert (entry.action, entry.detail) == (
+        "key secret renewed", f"key {key.id} ({key.prefix}...): its form was sent again")
 
 
 def test_a_form_the_rules_refused_is_sent_again_corrected(signed_in: Visitor,
@@ -186,24 +194,59 @@ def test_a_form_without_its_key_makes_nothing(signed_in: Visitor, store: Store) 
     assert store.list_keys() == []
 
 
-def test_the_rotation_sent_twice_rotates_once_and_the_old_secret_still_works(
+def test_the_rotation_sent_twice_rotates_once_and_the_clients_old_secret_still_works(
         signed_in: Visitor, store: Store) -> None:
     old, key = keys.create(store, plan="free", name="warehouse", per_minute=None,
                            per_day=None)
     signed_in.get("/console/keys")
     rotate = f"/console/keys/{key.id}/rotate"
     sent = {"key": form_key(signed_in.page, rotate), "grace": "1h", "password": GOOD}
-    rotated = signed_in.post(rotate, sent)
-    assert rotated.status_code == 200
-    new = _secret(rotated.text)
+    first = _secret(signed_in.post(rotate, sent).text)
     again = signed_in.post(rotate, sent)
-    assert again.status_code == 409
+    assert again.status_code == 200 and 'id="again"' in again.text
+    assert f"it rotated key {key.id} the first time, and nothing more now." in again.text
     now = store.get_key(key.id)
-    assert now is not None and now.digest == keys.digest(new)
-    assert (f"This form was sent before, and made a new secret for key {key.id} "
-            f"({now.prefix}…) then.") in again.text and new not in again.text
-    assert now.previous_digest == keys.digest(old)  # a second rotation would have lost it
-    for secret in (old, new):
-        answer = signed_in.client.get("/v2/store/orders",
-                                      headers={"Authorization": f"Bearer {secret}"})
-        assert answer.status_code == 200
+    assert now is not None and now.digest == keys.digest(_secret(again.text))
+    # A second rotation would have made the first's unseen secret the old one.
+    assert now.previous_digest == keys.digest(old)
+    assert f"the old one works until {now.previous_until}" in again.text
+    assert _works(signed_in, old) and _works(signed_in, _secret(again.text))
+    assert not _works(signed_in, first)
+
+
+def test_a_form_whose_first_sending_made_nothing_yet_makes_nothing(signed_in: Visitor,
+                                                                   store: Store) -> None:
+    signed_in.get("/console/keys")
+    sent = {"key": form_key(signed_in.page, "/console/keys"), "plan": "free",
+            "scope": "write", "password": GOOD}
+    store.take_console_form(sent["key"], 0.0)  # being applied, or stopped midway
+    refused = signed_in.post("/console/keys", sent)
+    assert refused.status_code == 409 and "Sent already" in refused.text
+    assert ("This form was sent before, and that sending has made nothing yet: it is being "
+            "applied, or it stopped midway.") in refused.text
+    assert '<a id="back" href="/console/keys">' in refused.text
+    assert store.list_keys() == []
+
+
+def test_a_form_refused_by_an_error_page_is_let_go(signed_in: Visitor, store: Store) -> None:
+    signed_in.get("/console/keys")
+    taken = form_key(signed_in.page, "/console/keys")
+    missing = signed_in.post("/console/keys/99/rotate", {"key": taken, "password": GOOD})
+    assert missing.status_code == 404 and "No key has the id 99." in missing.text
+    assert store.take_console_form(taken, 0.0) == (True, None)
+
+
+def test_a_key_revoked_since_its_form_made_it_gets_no_new_secret(signed_in: Visitor,
+                                                                 store: Store) -> None:
+    signed_in.get("/console/keys")
+    sent = {"key": form_key(signed_in.page, "/console/keys"), "plan": "free",
+            "scope": "write", "password": GOOD}
+    signed_in.post("/console/keys", sent)
+    (key,) = store.list_keys()
+    store.revoke_key(key.id, "2026-11-27T10:00:00Z")
+    again = signed_in.post("/console/keys", sent)
+    assert again.status_code == 409
+    assert f"Key {key.id} is revoked; create a new one instead." in again.text
+    revoked = store.get_key(key.id)
+    assert revoked is not None and revoked.digest == key.digest
+    assert 'id="secret"' not in again.text

@@ -286,6 +286,11 @@ class Store(ConsoleStore, Protocol):
         working until previous_until, and one kept from an earlier rotation stops now."""
         ...
 
+    def renew_key_secret(self, key_id: int, digest: str, prefix: str) -> ApiKey | None:
+        """Put a new secret (its digest and prefix) in place of the key's current one,
+        leaving a rotation's old secret and its grace as they are."""
+        ...
+
     def touch_keys(self, uses: dict[int, str]) -> None:
         """Record when keys were last used (key id -> ISO 8601 UTC), never moving a time
         back: one transaction for all of them."""

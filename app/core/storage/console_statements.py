@@ -50,13 +50,13 @@ CONSOLE_SCHEMA = (
 )
 # The console's forms that show a secret once (a key made or rotated, a webhook's secret
 # rotated), each taken by the key it carries when it is first sent, so that sending it
-# again (a double click, a reload of the answer) does nothing twice: what it made, once
-# made; NULL while it is being applied. Forgotten with the sessions that could send them
-# (migration 12).
+# again (a double click, a reload of the answer) makes nothing twice: the id of what it
+# made (a key, an endpoint), once made; NULL while it is being applied. Forgotten with the
+# sessions that could send them (migration 12).
 CONSOLE_FORMS_SCHEMA = (
     "CREATE TABLE console_forms ("
     " form_key TEXT PRIMARY KEY,"
-    " made TEXT,"
+    " made_id BIGINT,"
     " created_at DOUBLE PRECISION NOT NULL)",
     "CREATE INDEX idx_console_forms_created_at ON console_forms (created_at)",
 )
@@ -179,13 +179,13 @@ class ConsoleStore(Protocol):
         """End the sessions last seen before idle_before or begun before begun_before."""
         ...
 
-    def take_console_form(self, form_key: str, now: float) -> tuple[bool, str | None]:
+    def take_console_form(self, form_key: str, now: float) -> tuple[bool, int | None]:
         """Take a form by its key, unless it was taken before: whether this took it, and
-        else what it made (None while it is being applied)."""
+        else the id of what it made (None while it is being applied)."""
         ...
 
-    def settle_console_form(self, form_key: str, made: str) -> None:
-        """Note what a form taken made."""
+    def settle_console_form(self, form_key: str, made_id: int) -> None:
+        """Note the id of what a form taken made."""
         ...
 
     def release_console_form(self, form_key: str) -> None:
@@ -352,28 +352,30 @@ class ConsoleStatements:
 
     # forms that show a secret once --------------------------------------------------------
 
-    def take_console_form(self, form_key: str, now: float) -> tuple[bool, str | None]:
+    def take_console_form(self, form_key: str, now: float) -> tuple[bool, int | None]:
         """Take a form by its key, unless it was taken before: whether this took it, and
-        else what it made (None while it is being applied). The primary key decides
-        between two sendings at once, on any worker or host."""
+        else the id of what it made (None while it is being applied). The primary key
+        decides between two sendings at once, on any worker or host."""
         p = self.PARAM
         if self._write_rows(f"INSERT INTO console_forms (form_key, created_at) VALUES "
                             f"({p}, {p}) ON CONFLICT (form_key) DO NOTHING RETURNING form_key",
                             (form_key, now)):
             return True, None
-        rows = self._rows(f"SELECT made FROM console_forms WHERE form_key = {p}", (form_key,))
-        return False, rows[0][0] if rows else None
+        rows = self._rows(f"SELECT made_id FROM console_forms WHERE form_key = {p}",
+                          (form_key,))
+        made = rows[0][0] if rows else None
+        return False, None if made is None else int(made)
 
-    def settle_console_form(self, form_key: str, made: str) -> None:
-        """Note what a form taken made."""
+    def settle_console_form(self, form_key: str, made_id: int) -> None:
+        """Note the id of what a form taken made."""
         p = self.PARAM
-        self._write_rows(f"UPDATE console_forms SET made = {p} WHERE form_key = {p} "
-                         "RETURNING form_key", (made, form_key))
+        self._write_rows(f"UPDATE console_forms SET made_id = {p} WHERE form_key = {p} "
+                         "RETURNING form_key", (made_id, form_key))
 
     def release_console_form(self, form_key: str) -> None:
         """Let a form taken be sent again: its action was refused, nothing was made."""
         self._write_rows(f"DELETE FROM console_forms WHERE form_key = {self.PARAM} "
-                         "AND made IS NULL RETURNING form_key", (form_key,))
+                         "AND made_id IS NULL RETURNING form_key", (form_key,))
 
     # the audit log ----------------------------------------------------------------------
 

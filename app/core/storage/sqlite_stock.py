@@ -1,5 +1,5 @@
 """The SQLite store's side of the catalogue and its stock (D32-D34), kept true by the
-database (docs/house/stock.md): its migration 10, which sqlite.py runs tenth of its
+database (docs/house/stock.md): its migration 10, tenth of sqlite_schema.py's
 MIGRATIONS (PostgreSQL's is in postgres_schema.py), and what SQLiteStore gives
 stock_statements.StockStatements (SQLiteStock)."""
 

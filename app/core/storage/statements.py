@@ -423,6 +423,12 @@ class SqlStore:
             f"previous_digest = digest, previous_until = {p}, digest = {p}, prefix = {p}",
             (previous_until, digest, prefix))
 
+    def renew_key_secret(self, key_id: int, digest: str, prefix: str) -> ApiKey | None:
+        """Put a new secret (its digest and prefix) in place of the key's current one,
+        leaving a rotation's old secret and its grace as they are."""
+        p = self.PARAM
+        return self._update_key(key_id, f"digest = {p}, prefix = {p}", (digest, prefix))
+
     def _first_held(self, columns: tuple[str, ...], values: Sequence[Any]) -> Any:
         """One of the values that a column of api_keys holds already, or None."""
         for start in range(0, len(values), 500):  # under either database's parameter limit

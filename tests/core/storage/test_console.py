@@ -93,10 +93,10 @@ def test_sessions_past_their_times_are_purged(store: Store) -> None:
 def test_a_form_is_taken_once_and_says_what_it_made(store: Store) -> None:
     assert store.take_console_form("console-a", 1000.0) == (True, None)
     assert store.take_console_form("console-a", 1001.0) == (False, None)  # being applied
-    store.settle_console_form("console-a", "key 7 (psk_ab…)")
-    assert store.take_console_form("console-a", 1002.0) == (False, "key 7 (psk_ab…)")
+    store.settle_console_form("console-a", 7)
+    assert store.take_console_form("console-a", 1002.0) == (False, 7)
     store.release_console_form("console-a")  # made something: never let go
-    assert store.take_console_form("console-a", 1003.0) == (False, "key 7 (psk_ab…)")
+    assert store.take_console_form("console-a", 1003.0) == (False, 7)
     assert store.take_console_form("console-b", 1004.0) == (True, None)
 
 

@@ -113,6 +113,22 @@ def test_a_second_rotation_within_the_grace_ends_the_first_old_secret(store: Sto
     assert store.find_key(keys.digest(first)) is None
 
 
+def test_a_renewed_secret_replaces_the_new_one_and_keeps_the_old_one(store: Store) -> None:
+    old, key_id = new_key(store)
+    rotated, _ = keys.rotation(store, key_id, grace_seconds=3600, now=time.time())
+    renewed, key = keys.renew(store, key_id)
+    ISSUED_SECRETS.update((rotated, renewed))
+    assert key.prefix == renewed[:keys.VISIBLE_CHARS]
+    ring = Keyring(store, ttl_seconds=0)
+    assert ring.check(old).key is not None and ring.check(renewed).key is not None
+    assert ring.check(rotated).key is None
+    store.revoke_key(key_id, NOW)
+    with pytest.raises(keys.KeyRevoked):
+        keys.renew(store, key_id)
+    with pytest.raises(keys.KeyNotFound):
+        keys.renew(store, key_id + 1)
+
+
 def test_last_use_is_written_once_a_minute_and_never_moves_back(store: Store) -> None:
     _, key_id = new_key(store)
     store.touch_keys({key_id: "2026-11-23T12:05:00Z"})

@@ -71,7 +71,7 @@ def test_both_stores_have_the_same_schema_and_migrations(store: Store, place: Pl
                      "created_at", "revoked_at", "banned_until", "expires_at", "scope",
                      "last_used_at", "previous_digest", "previous_until"],
         "console_audit": ["id", "at", "user_name", "address", "action", "detail"],
-        "console_forms": ["form_key", "made", "created_at"],
+        "console_forms": ["form_key", "made_id", "created_at"],
         "console_sessions": ["digest", "user_id", "token", "stage", "created_at", "seen_at"],
         "console_users": ["id", "name", "password_hash", "must_change_password",
                           "totp_secret", "totp_last_step", "disabled_at", "created_at",

@@ -148,6 +148,10 @@ def form_key_of(form: Any) -> str:
     return str(key)
 
 
+FORM_WAIT_SECONDS = 3.0  # the longest a form's later sending waits for its first to end
+FORM_WAIT_STEP = 0.1  # how often it looks
+
+
 class FormInFlight(Exception):
     """A form sent again whose first sending has made nothing yet: it is being applied, or
     it stopped midway. back: the page that shows what it did."""
@@ -166,20 +170,31 @@ class Sending:
         self.made: int | None = None
 
 
+def form_slot(path: str, form_key: str) -> str:
+    """What the store takes for a form sent to path: a form's key sent to another path (a
+    key's form posted to an endpoint's rotation, say) is another form's."""
+    return f"{path} {form_key}"
+
+
 @contextmanager
 def once(form: Any, back: str) -> Iterator[Sending]:
     """Apply a form that shows a secret once, once for the key it carries. Its first
-    sending takes the key in the store (console_forms: one sending wins on any worker or
-    host) and notes the id of what it made. A later one (a double click, a reload of the
-    answer) finds that id in Sending.before, and the view gives what it names a new secret
-    in place of the one the earlier answer showed, and says so: a browser shows only the
-    last answer, so it is the one whose secret must work, and a rotation sent twice still
-    keeps the clients' old secret. One that finds the form taken with nothing made yet
-    raises FormInFlight (409). A first sending that makes nothing (a refusal returned, or
-    an abort inside the block) lets the form go, to be sent again corrected; a failure of
-    any other kind leaves it taken, as it may have written."""
-    key = form_key_of(form)
+    sending takes the key, with the path it was sent to, in the store (console_forms: one
+    sending wins on any worker or host) and notes the id of what it made. A later one (a
+    double click, a reload of the answer) finds that id in Sending.before, and the view
+    gives what it names a new secret in place of the one the earlier answer showed, and
+    says so: a browser shows only the last answer, so it is the one whose secret must work,
+    and a rotation sent twice still keeps the clients' old secret. A later sending that
+    finds the first still at work (the second click of a double click) waits for it, up to
+    FORM_WAIT_SECONDS, then raises FormInFlight (409). A first sending that makes nothing
+    (a refusal returned, or an abort inside the block) lets the form go, to be sent again
+    corrected; a failure of any other kind leaves it taken, as it may have written."""
+    key = form_slot(flask.request.path, form_key_of(form))
     taken, before = store().take_console_form(key, time.time())
+    give_up = time.monotonic() + FORM_WAIT_SECONDS
+    while not taken and before is None and time.monotonic() < give_up:
+        time.sleep(FORM_WAIT_STEP)
+        taken, before = store().take_console_form(key, time.time())
     if not taken and before is None:
         raise FormInFlight(back)
     sending = Sending(before)

@@ -8,8 +8,12 @@ that works."""
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 
+import pytest
+
+from app.console.blueprint import form_slot
 from app.core import keys
 from app.core.storage import Store
 from tests.console.conftest import GOOD, Visitor, cell, form_key, row
@@ -214,13 +218,37 @@ def test_the_rotation_sent_twice_rotates_once_and_the_clients_old_secret_still_w
     assert not _works(signed_in, first)
 
 
-def test_a_form_whose_first_sending_made_nothing_yet_makes_nothing(signed_in: Visitor,
-                                                                   store: Store) -> None:
+def test_the_second_click_waits_for_the_first_and_shows_the_secret_that_works(
+        signed_in: Visitor, store: Store) -> None:
     signed_in.get("/console/keys")
     sent = {"key": form_key(signed_in.page, "/console/keys"), "plan": "free",
             "scope": "write", "password": GOOD}
-    store.take_console_form(sent["key"], 0.0)  # being applied, or stopped midway
-    refused = signed_in.post("/console/keys", sent)
+    slot = form_slot("/console/keys", sent["key"])
+    assert store.take_console_form(slot, 0.0) == (True, None)  # the first click, at work
+    _, key = keys.create(store, plan="free", name="", per_minute=None, per_day=None)
+    first = threading.Timer(0.5, store.settle_console_form, (slot, key.id))
+    first.start()
+    again = signed_in.post("/console/keys", sent)
+    first.join()
+    assert again.status_code == 200 and 'id="again"' in again.text
+    now = store.get_key(key.id)
+    assert now is not None and now.digest == keys.digest(_secret(again.text))
+    assert store.list_keys() == [now]
+
+
+def test_a_form_whose_first_sending_failed_midway_makes_nothing_more(
+        signed_in: Visitor, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    signed_in.get("/console/keys")
+    sent = {"key": form_key(signed_in.page, "/console/keys"), "plan": "free",
+            "scope": "write", "password": GOOD}
+
+    def fails(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("the store failed after writing, say")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(keys, "create", fails)
+        assert signed_in.post("/console/keys", sent).status_code == 500
+    refused = signed_in.post("/console/keys", sent)  # it may have written: taken still
     assert refused.status_code == 409 and "Sent already" in refused.text
     assert ("This form was sent before, and that sending has made nothing yet: it is being "
             "applied, or it stopped midway.") in refused.text
@@ -233,7 +261,22 @@ def test_a_form_refused_by_an_error_page_is_let_go(signed_in: Visitor, store: St
     taken = form_key(signed_in.page, "/console/keys")
     missing = signed_in.post("/console/keys/99/rotate", {"key": taken, "password": GOOD})
     assert missing.status_code == 404 and "No key has the id 99." in missing.text
-    assert store.take_console_form(taken, 0.0) == (True, None)
+    assert store.take_console_form(form_slot("/console/keys/99/rotate", taken), 0.0) == (
+        True, None)
+
+
+def test_a_forms_key_sent_to_another_page_is_another_form(signed_in: Visitor,
+                                                          store: Store) -> None:
+    signed_in.get("/console/keys")
+    taken = form_key(signed_in.page, "/console/keys")
+    made = signed_in.post("/console/keys", {"key": taken, "plan": "free", "scope": "write",
+                                            "password": GOOD})
+    (key,) = store.list_keys()
+    rotated = signed_in.post(f"/console/keys/{key.id}/rotate",
+                             {"key": taken, "grace": "1h", "password": GOOD})
+    assert rotated.status_code == 200 and 'id="again"' not in rotated.text
+    now = store.get_key(key.id)
+    assert now is not None and now.previous_digest == keys.digest(_secret(made.text))
 
 
 def test_a_key_revoked_since_its_form_made_it_gets_no_new_secret(signed_in: Visitor,

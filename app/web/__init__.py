@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import functools
 import threading
 from collections.abc import AsyncIterator
@@ -21,7 +22,7 @@ from connexion.utils import get_function_from_name
 from app.console.pages import register as register_console
 from app.core.config import Settings
 from app.core.logs import configure_logging
-from app.core.quotas.plans import anonymous_plan, load_plans
+from app.core.quotas.plans import anonymous_plan, plans_of
 from app.core.services import Services, open_services
 from app.core.users import accounts
 from app.web import chain
@@ -35,7 +36,7 @@ from app.web.encoding import OrjsonJsonifier
 from app.web.errors import register_error_handlers
 from app.web.handlers import SERVICES
 from app.web.longpoll import RevisionWatch
-from app.web.routing import APIS, OPENAPI_DIR, OPS, V1, TagResolver, operations
+from app.web.routing import APIS, OPENAPI_DIR, OPS, V1, TagResolver, documents, operations
 
 API_SPEC = V1.document  # the document that declares the plans (x-plans)
 # What Connexion serves of each contract besides its operations: the document and its UI.
@@ -79,7 +80,8 @@ def create_app(settings: Settings | None = None, *,
 
     # A setting the quotas refuse stops the worker at start, naming the setting, rather
     # than at the first request, when Connexion builds its middleware stack.
-    plans = load_plans(OPENAPI_DIR / API_SPEC)
+    read = dict(documents())  # each document parsed once per process (routing.documents)
+    plans = plans_of(read[V1])
     anonymous_plan(settings, plans)
     handlers = {operation.id: get_function_from_name(operation.id)
                 for operation in operations()}
@@ -123,14 +125,18 @@ def create_app(settings: Settings | None = None, *,
     for api in APIS:
         if api is OPS:
             # D16: the operations endpoints sit outside the contracts, at the server's root.
-            app.add_api(api.document, base_path=api.base_path,
+            app.add_api(copy.deepcopy(read[api]), base_path=api.base_path,
                         resolver=TagResolver(api.handlers),
                         validate_responses=settings.validate_responses,
                         swagger_ui_options=SwaggerUIOptions(serve_spec=False,
                                                             swagger_ui=False))
             continue
         app.add_api(
-            api.document,
+            # The document as routing read it, not its file: Connexion would parse the file
+            # again (with PyYAML's pure-Python parser, most of an app's building) and render
+            # it through Jinja2 first, which a document of ours must not need. A copy, as
+            # Connexion sets defaults in what it is given.
+            copy.deepcopy(read[api]),
             base_path=api.base_path,
             resolver=TagResolver(api.handlers),
             uri_parser_class=internals.StrictURIParser,

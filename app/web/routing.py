@@ -13,9 +13,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from connexion.resolver import Resolver
 
+from app.core import yamltext
 from app.web.connexion_internals import operation_definition, resolved
 
 SNAKE_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -52,7 +52,7 @@ METHODS = ("delete", "get", "head", "options", "patch", "post", "put", "trace")
 @functools.cache
 def documents() -> tuple[tuple[Api, dict[str, Any]], ...]:
     """Every API with its document, read once (not to be changed: it is shared)."""
-    return tuple((api, yaml.safe_load((OPENAPI_DIR / api.document).read_text()))
+    return tuple((api, yamltext.safe_load((OPENAPI_DIR / api.document).read_text()))
                  for api in APIS)
 
 

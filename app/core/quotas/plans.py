@@ -4,10 +4,7 @@ carry their own numbers."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import NamedTuple
-
-import yaml
+from typing import Any, NamedTuple
 
 from app.core.config import Settings, SettingsError
 from app.core.storage.records import ApiKey
@@ -21,10 +18,8 @@ class Plan(NamedTuple):
     per_day: int
 
 
-def load_plans(spec_path: str | Path) -> dict[str, Plan]:
-    """The plans declared under `x-plans` at the root of the OpenAPI document (D11)."""
-    with open(spec_path, encoding="utf-8") as stream:
-        spec = yaml.safe_load(stream)
+def plans_of(spec: dict[str, Any]) -> dict[str, Plan]:
+    """The plans declared under `x-plans` at the root of an OpenAPI document read (D11)."""
     return {
         name: Plan(name, int(numbers["perMinute"]), int(numbers["perDay"]))
         for name, numbers in spec["x-plans"].items()

@@ -30,7 +30,6 @@ from selenium.common.exceptions import (
     StaleElementReferenceException,
     WebDriverException,
 )
-from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as shown
 from selenium.webdriver.support.ui import WebDriverWait
@@ -52,11 +51,9 @@ def _screenshot(browser: Any, name: str) -> None:
         browser.save_screenshot(str(Path(folder) / f"{name}.png"))
 
 
-def _fill(browser: Any, within: Any = None, **fields: str) -> None:
-    """Type the fields' values into the page's fields of those names (the first of each,
-    or the first within an element)."""
+def _fill(browser: Any, **fields: str) -> None:
     for name, value in fields.items():
-        field = (within or browser).find_element(By.NAME, name)
+        field = browser.find_element(By.NAME, name)
         field.clear()
         field.send_keys(value)
 
@@ -364,22 +361,6 @@ def test_stock_keys_and_webhooks_are_kept_from_the_console(browser: Any,
         _screenshot(browser, "key-created")
         browser.get(f"{console}keys")
         assert secret not in browser.page_source
-
-        # A key made with a double click: one key, and the secret on the screen (the last
-        # answer's) is the one that works.
-        _fill(browser, browser.find_element(By.ID, "create-key"), name="till",
-              password=PASSWORD)
-        page = browser.find_element(By.TAG_NAME, "html")
-        ActionChains(browser).double_click(browser.find_element(
-            By.CSS_SELECTOR, "#create-key button[type=submit]")).perform()
-        WebDriverWait(browser, WAIT_SECONDS).until(_replaced(page))
-        till = WebDriverWait(browser, WAIT_SECONDS).until(
-            shown.presence_of_element_located((By.ID, "secret"))).text
-        ISSUED_SECRETS.add(till)
-        assert _api(server, "GET", "/v2/store/orders", till)[0] == 200
-        browser.get(f"{console}keys")
-        assert [cell.text for cell in browser.find_elements(By.CSS_SELECTOR, "td.name")
-                ].count("till") == 1
 
         # The storefront adds a webhook endpoint, whose receiver is broken, and orders
         # both units: the pet is pending.

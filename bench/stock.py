@@ -1,8 +1,9 @@
 """The catalogue and its stock (D32-D34), in one run over SQLite and then over PostgreSQL
 (that of --postgres, a database of the benchmark's own, dropped afterwards; skipped with a
-message where none answers). One service, one gunicorn worker pinned to one core, wrk on
-the other; the compared loads take turns, one run each per round, every other round in
-reverse order; a ratio is the median of the rounds' ratios. Rows:
+message where none answers). The service as served (and, for the inventory's row, a second
+one keeping no answers), one gunicorn worker pinned to one core, wrk on the other; the
+compared loads take turns, one run each per round, every other round in reverse order; a
+ratio is the median of the rounds' ratios. Rows:
 
 - place for a tracked pet against place for an untracked one (target at least 0.9): what
   reserving the units costs a placing;
@@ -17,7 +18,7 @@ reverse order; a ratio is the median of the rounds' ratios. Rows:
   answers (PETSTORE_PAGE_CACHE_BYTES=0), so the row weighs what the inventory costs to
   read (D34: one row the store keeps, never a scan). The same pair repeated on the first
   server is printed beside it: kept answers both, one code path, so it reads 1.0 within
-  the rounds' noise and has no target.
+  the rounds' noise and has no target; it too runs at least 15 rounds.
 
 The pets are added over the API (POST /v2/pets), as a shop would.
 
@@ -245,17 +246,17 @@ def run(store: str, database: str, _other: str, args: argparse.Namespace,
         results.update(pair(
             ("getInventory, kept", (f"{url}/v2/store/inventory", auth, None)),
             ("getOrder, kept", (f"{url}{ORDERS}/1", auth, None)),
-            args.seconds))
+            args.seconds, max(args.runs, EVEN_RUNS)))
         made_port = free_port()
-        made = stack.enter_context(server(
-            [*GUNICORN, "--bind", f"127.0.0.1:{made_port}", "wsgi:app"],
-            {**env, "PETSTORE_RATELIMIT_STORAGE": "memory://",
-             "PETSTORE_PAGE_CACHE_BYTES": "0"}, made_port, f"{ORDERS}/1", auth))
-        made_url = f"http://127.0.0.1:{made_port}"
-        results.update(pair(
-            ("getInventory, made", (f"{made_url}/v2/store/inventory", auth, None)),
-            ("getOrder, made", (f"{made_url}{ORDERS}/1", auth, None)),
-            args.seconds, max(args.runs, EVEN_RUNS), made))
+        with server([*GUNICORN, "--bind", f"127.0.0.1:{made_port}", "wsgi:app"],
+                    {**env, "PETSTORE_RATELIMIT_STORAGE": "memory://",
+                     "PETSTORE_PAGE_CACHE_BYTES": "0"}, made_port, f"{ORDERS}/1",
+                    auth) as made:
+            made_url = f"http://127.0.0.1:{made_port}"
+            results.update(pair(
+                ("getInventory, made", (f"{made_url}/v2/store/inventory", auth, None)),
+                ("getOrder, made", (f"{made_url}{ORDERS}/1", auth, None)),
+                args.seconds, max(args.runs, EVEN_RUNS), made))
         rate = median_load(results["flash sale, one pet"]).rps
         lines.append(_sale_to_the_end(store, shop, port, auth, folder, rate))
 

@@ -181,14 +181,15 @@ def once(form: Any, back: str) -> Iterator[Sending]:
     """Apply a form that shows a secret once, once for the key it carries. Its first
     sending takes the key, with the path it was sent to, in the store (console_forms: one
     sending wins on any worker or host) and notes the id of what it made. A later one (a
-    double click, a reload of the answer) finds that id in Sending.before, and the view
-    gives what it names a new secret in place of the one the earlier answer showed, and
-    says so: a browser shows only the last answer, so it is the one whose secret must work,
-    and a rotation sent twice still keeps the clients' old secret. A later sending that
-    finds the first still at work (the second click of a double click) waits for it, up to
-    FORM_WAIT_SECONDS, then raises FormInFlight (409). A first sending that makes nothing
-    (a refusal returned, or an abort inside the block) lets the form go, to be sent again
-    corrected; a failure of any other kind leaves it taken, as it may have written."""
+    reload of the answer, a double click where scripts are off: forms.js sends one) finds
+    that id in Sending.before, and the view gives what it names a new secret in place of
+    the one the earlier answer showed, and says so: a reload shows the last answer, so it
+    is the one whose secret must work, and a rotation sent twice still keeps the clients'
+    old secret. A later sending that finds the first still at work (the second click of a
+    double click) waits for it, up to FORM_WAIT_SECONDS, then raises FormInFlight (409).
+    A first sending that makes nothing (a refusal returned, or an abort inside the block)
+    lets the form go, to be sent again corrected; a failure of any other kind leaves it
+    taken, as it may have written."""
     key = form_slot(flask.request.path, form_key_of(form))
     taken, before = store().take_console_form(key, time.time())
     give_up = time.monotonic() + FORM_WAIT_SECONDS

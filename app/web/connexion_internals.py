@@ -123,6 +123,15 @@ class SegmentConvertor(starlette.convertors.Convertor[str]):
         return str(value)
 
 
+class RestConvertor(starlette.convertors.PathConvertor):
+    """The rest of a path after a Mount's base path, whatever characters it holds.
+    Starlette's is `.*`, which stops at a newline (%0A): no base path matched such a path,
+    so an id holding one was answered 404 "nothing at this path" where its operation
+    answers 400 (D7), without a deprecated operation's Deprecation and Sunset (D13)."""
+
+    regex = "(?s:.*)"
+
+
 class FlaskSegmentConverter(werkzeug.routing.BaseConverter):
     """The same for the inner Flask app's routes."""
 
@@ -136,14 +145,17 @@ class StrictRoutingMiddleware(RoutingMiddleware):
     def __init__(self, app: ASGIApp) -> None:
         super().__init__(app)
         # Connexion registers its own "int" convertor in the line above; ours replaces it
-        # before any route is compiled.
+        # before any route is compiled, and the Mounts of add_api take the rest of a path
+        # with RestConvertor.
         starlette.convertors.register_url_convertor("int", SegmentConvertor())
+        starlette.convertors.register_url_convertor("path", RestConvertor())
         self.router.redirect_slashes = False
 
     def add_api(self, *args: Any, **kwargs: Any) -> None:
         super().add_api(*args, **kwargs)
         _specific_first(self.router)
         _no_slash_redirects(self.router)
+        _whole_paths(self.router)
 
 
 def _specific_first(router: Router) -> None:
@@ -161,6 +173,23 @@ def _no_slash_redirects(router: Router) -> None:
             inner_router = getattr(inner, "router", inner)
             if isinstance(inner_router, Router):
                 _no_slash_redirects(inner_router)
+
+
+def _whole_paths(router: Router) -> None:
+    """Match each route against the whole path: Starlette ends its patterns with `$`,
+    which also matches before a last newline, so /v1/store/orders%0A would be routed as the
+    list. With RestConvertor, a newline inside a path parameter is that parameter's 400,
+    and one anywhere else is 404 not_found (D7)."""
+    for route in router.routes:
+        pattern = getattr(route, "path_regex", None)
+        if isinstance(pattern, re.Pattern) and pattern.pattern.endswith("$"):
+            route.path_regex = re.compile(pattern.pattern[:-1] + r"\Z",  # type: ignore[attr-defined]
+                                          pattern.flags)
+        inner = getattr(route, "app", None)
+        if isinstance(route, Mount) and inner is not None:
+            inner_router = getattr(inner, "router", inner)
+            if isinstance(inner_router, Router):
+                _whole_paths(inner_router)
 
 
 class StrictURIParser(OpenAPIURIParser):

@@ -36,7 +36,7 @@ from __future__ import annotations
 import copy
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import flask
@@ -165,14 +165,20 @@ def _specific_first(router: Router) -> None:
     router.routes.sort(key=lambda route: -len(getattr(route, "path", "")))
 
 
-def _no_slash_redirects(router: Router) -> None:
-    router.redirect_slashes = False
+def _routers(router: Router) -> Iterator[Router]:
+    """router and the routers of its Mounts, all the way down."""
+    yield router
     for route in router.routes:
         inner = getattr(route, "app", None)
         if isinstance(route, Mount) and inner is not None:
             inner_router = getattr(inner, "router", inner)
             if isinstance(inner_router, Router):
-                _no_slash_redirects(inner_router)
+                yield from _routers(inner_router)
+
+
+def _no_slash_redirects(router: Router) -> None:
+    for each in _routers(router):
+        each.redirect_slashes = False
 
 
 def _whole_paths(router: Router) -> None:
@@ -180,16 +186,12 @@ def _whole_paths(router: Router) -> None:
     which also matches before a last newline, so /v1/store/orders%0A would be routed as the
     list. With RestConvertor, a newline inside a path parameter is that parameter's 400,
     and one anywhere else is 404 not_found (D7)."""
-    for route in router.routes:
-        pattern = getattr(route, "path_regex", None)
-        if isinstance(pattern, re.Pattern) and pattern.pattern.endswith("$"):
-            route.path_regex = re.compile(pattern.pattern[:-1] + r"\Z",  # type: ignore[attr-defined]
-                                          pattern.flags)
-        inner = getattr(route, "app", None)
-        if isinstance(route, Mount) and inner is not None:
-            inner_router = getattr(inner, "router", inner)
-            if isinstance(inner_router, Router):
-                _whole_paths(inner_router)
+    for each in _routers(router):
+        for route in each.routes:
+            pattern = getattr(route, "path_regex", None)
+            if isinstance(pattern, re.Pattern) and pattern.pattern.endswith("$"):
+                route.path_regex = re.compile(  # type: ignore[attr-defined]
+                    pattern.pattern[:-1] + r"\Z", pattern.flags)
 
 
 class StrictURIParser(OpenAPIURIParser):

@@ -17,8 +17,9 @@ ratio is the median of the rounds' ratios. Rows:
   each answer made by its handler: a second server over the same database keeps no
   answers (PETSTORE_PAGE_CACHE_BYTES=0), so the row weighs what the inventory costs to
   read (D34: one row the store keeps, never a scan). The same pair repeated on the first
-  server is printed beside it: kept answers both, one code path, so it reads 1.0 within
-  the rounds' noise and has no target; it too runs at least 15 rounds.
+  server is printed beside it: kept answers both, one code path, so it reads about 1.0
+  (the inventory's answer is a few bytes longer) and has no target; it too runs at least
+  15 rounds.
 
 The pets are added over the API (POST /v2/pets), as a shop would.
 

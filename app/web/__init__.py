@@ -38,7 +38,6 @@ from app.web.handlers import SERVICES
 from app.web.longpoll import RevisionWatch
 from app.web.routing import APIS, OPENAPI_DIR, OPS, V1, TagResolver, documents, operations
 
-API_SPEC = V1.document  # the document that declares the plans (x-plans)
 # What Connexion serves of each contract besides its operations: the document and its UI.
 DOCUMENT_PATHS = tuple(f"{api.base_path}{served}" for api in APIS if api.metered
                        for served in ("/openapi.json", "/ui"))

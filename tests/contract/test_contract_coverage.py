@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.web import API_SPEC, OPENAPI_DIR, handlers
-from app.web.routing import APIS, Api, TagResolver
+from app.web import OPENAPI_DIR, handlers
+from app.web.routing import APIS, V1, Api, TagResolver
 from tests.support import parse_python
 
 ROOT = Path(__file__).resolve().parents[2]
-SPEC = yaml.safe_load((OPENAPI_DIR / API_SPEC).read_text())
+SPEC = yaml.safe_load((OPENAPI_DIR / V1.document).read_text())
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 OPERATIONS = [
     (f"{method.upper()} {api.base_path}{path}", api, operation)

@@ -56,6 +56,7 @@ def test_every_answer_of_the_deprecated_operation_carries_the_signals(
     assert_error(newline, 400, "invalid_request")
     for response in (missing, unauthorised, malformed, newline):
         assert response.headers["sunset"] == SUNSET
+        assert response.headers["deprecation"] == "@1788220800"
 
 
 def test_after_the_sunset_the_operation_answers_410_gone(

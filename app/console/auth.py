@@ -159,9 +159,9 @@ def _offered(session: ConsoleSession) -> str:
     proves the user's authenticator holds that one, whatever a form says."""
     if session.pending_totp_secret is not None:
         return session.pending_totp_secret
-    secret = accounts.new_totp_secret()
-    store().offer_totp_secret(session.digest, secret)
-    return secret
+    made = accounts.new_totp_secret()
+    # A session ended since the guard found it keeps none; its next form opens nothing.
+    return store().offer_totp_secret(session.digest, made) or made
 
 
 def _second_factor_page(session: ConsoleSession, user: ConsoleUser, status: int = 200,

@@ -244,6 +244,23 @@ def test_the_name_alone_waits_after_many_failures_from_anywhere(settings: Settin
     assert throttle.wait("bob", "192.0.2.77") == 0
 
 
+def test_workers_over_redis_count_together_and_an_unlock_lifts_every_count(
+        settings: Settings, store: Store, redis_url: str, redis_prefix: str) -> None:
+    """Two workers' throttles over the shared Redis (D36): one name's failures from one
+    address count together, the right password from elsewhere goes through, and the epoch
+    an unlock gives starts every count of the name again."""
+    shared = settings.replace(ratelimit_storage=redis_url, ratelimit_key_prefix=redis_prefix)
+    one, two = SignInThrottle(shared), SignInThrottle(shared)
+    user, _ = accounts.add(store, "ann")
+    for worker in (one, two, one, two, one):
+        worker.failed("ann", "2001:db8:7::1", user.throttle_epoch)
+    assert 14 * 60 < two.wait("ann", "2001:db8:7::2", user.throttle_epoch) <= 15 * 60
+    assert two.wait("ann", "203.0.113.1", user.throttle_epoch) == 0
+    assert not two.down
+    lifted = accounts.unlock(store, "ann")
+    assert one.wait("ann", "2001:db8:7::2", lifted.user.throttle_epoch) == 0
+
+
 @pytest.mark.parametrize(("written", "counted"), [
     ("::1", "::/64"), ("0::1", "::/64"), ("0:0:0:0:0:0:0:1", "::/64"),
     ("::ffff:192.0.2.1", "192.0.2.1"), ("192.0.2.1", "192.0.2.1"),

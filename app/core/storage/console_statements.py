@@ -179,9 +179,9 @@ class ConsoleStore(Protocol):
         """The session with this digest and its user, or None."""
         ...
 
-    def offer_totp_secret(self, digest: str, secret: str) -> bool:
-        """Keep the TOTP secret that the session's second factor page offers (D36);
-        whether the session is still there."""
+    def offer_totp_secret(self, digest: str, secret: str) -> str | None:
+        """Keep this TOTP secret as the one the session's second factor page offers (D36),
+        unless it keeps one already; the one it keeps (None: no such session)."""
         ...
 
     def touch_console_session(self, digest: str, seen_at: float) -> None:
@@ -345,13 +345,16 @@ class ConsoleStatements:
         width = len(SESSION_COLUMNS.split(","))
         return session_of(rows[0][:width]), user_of(rows[0][width:])
 
-    def offer_totp_secret(self, digest: str, secret: str) -> bool:
-        """Keep the TOTP secret that the session's second factor page offers (D36);
-        whether the session is still there."""
+    def offer_totp_secret(self, digest: str, secret: str) -> str | None:
+        """Keep this TOTP secret as the one the session's second factor page offers (D36),
+        unless it keeps one already; the one it keeps (None: no such session). One write,
+        so that of two pages shown at once both offer the secret kept."""
         p = self.PARAM
-        return bool(self._write_rows(
-            f"UPDATE console_sessions SET pending_totp_secret = {p} WHERE digest = {p} "
-            "RETURNING digest", (secret, digest)))
+        rows = self._write_rows(
+            "UPDATE console_sessions SET pending_totp_secret = "
+            f"COALESCE(pending_totp_secret, {p}) WHERE digest = {p} "
+            "RETURNING pending_totp_secret", (secret, digest))
+        return str(rows[0][0]) if rows else None
 
     def touch_console_session(self, digest: str, seen_at: float) -> None:
         """Note that the session was seen at this time."""

@@ -79,10 +79,11 @@ def test_a_session_keeps_the_totp_secret_its_page_offers(store: Store) -> None:
     session (the next step) starts without one, and a user's throttle epoch is kept."""
     ann = store.create_console_user("ann", "hash", NOW)
     store.create_console_session(_session(ann.id, "a1"))
-    assert store.offer_totp_secret("a1", "S" * 32)
+    assert store.offer_totp_secret("a1", "S" * 32) == "S" * 32
+    assert store.offer_totp_secret("a1", "T" * 32) == "S" * 32  # the first is kept
     found = store.console_session("a1")
     assert found is not None and found[0].pending_totp_secret == "S" * 32
-    assert not store.offer_totp_secret("gone", "S" * 32)
+    assert store.offer_totp_secret("gone", "S" * 32) is None
     store.create_console_session(_session(ann.id, "a2"), replacing="a1")
     again = store.console_session("a2")
     assert again is not None and again[0].pending_totp_secret is None

@@ -1,16 +1,16 @@
-"""What every request of the console passes before its page (D35), in this order:
+"""What every request of the console passes before its page (D35, D36), in this order:
 
-0. the Host: only a name of PETSTORE_CONSOLE_HOSTS (loopback's by default, any port), else
+1. the Host: only a name of PETSTORE_CONSOLE_HOSTS (loopback's by default, any port), else
    a plain 400 page and no cookie (D36): a page of another site whose name the attacker
    points at 127.0.0.1 (DNS rebinding) is of the same origin as the console to the
    browser, so that neither the origin check nor SameSite would stop it;
-1. the address: only PETSTORE_CONSOLE_ALLOW (loopback by default), else 403;
-2. the session: the cookie's id looked up in the database (sessions.find: timeouts, a
+2. the address: only PETSTORE_CONSOLE_ALLOW (loopback by default), else 403;
+3. the session: the cookie's id looked up in the database (sessions.find: timeouts, a
    disabled user, a sign-out seen by every worker and host at once);
-3. every POST: it comes from the console's own origin (Sec-Fetch-Site, else Origin), and
+4. every POST: it comes from the console's own origin (Sec-Fetch-Site, else Origin), and
    carries the session's synchronizer token (before a session, the sign-in form's token,
    which must equal its cookie's); else 403, and nothing changes;
-4. the stage: a page opens only at the stages it names (blueprint.needs); a visitor
+5. the stage: a page opens only at the stages it names (blueprint.needs); a visitor
    without a session goes to the sign-in page, one who still owes a new password, a code
    or a second factor goes to that page.
 

@@ -211,13 +211,16 @@ def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
     server.kill()
 
 
+# A name of another site that resolves to this machine in the test's browser, as an
+# attacker's DNS makes theirs resolve to the victim's machine (DNS rebinding, D36).
+REBOUND_HOST = "attacker.rebind.test"
 # Chromium's switches for a test: no window, no sandbox (CI runs as root), no shared memory
 # of /dev/shm's small size, and nothing fetched from outside (no proxy, no component
-# updates, no sync, no first-run pages).
+# updates, no sync, no first-run pages); REBOUND_HOST is 127.0.0.1.
 CHROMIUM_ARGUMENTS = ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
                       "--disable-gpu", "--no-first-run", "--no-proxy-server",
                       "--disable-background-networking", "--disable-component-update",
-                      "--disable-sync")
+                      "--disable-sync", f"--host-resolver-rules=MAP {REBOUND_HOST} 127.0.0.1")
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
-"""`petstore users`: the console's users (D35): add, list, disable, enable, and reset a
-password. A user is not an API key: it signs in to the console at /console/."""
+"""`petstore users`: the console's users (D35): add, list, disable, enable, reset a
+password, and lift the sign-in throttle's locks of a name (D36). A user is not an API key:
+it signs in to the console at /console/."""
 
 from __future__ import annotations
 
@@ -13,15 +14,16 @@ import click
 from app.cli._shared import current_store, echo_table, say
 from app.core.errors import PetstoreError
 from app.core.storage.console_statements import ConsoleUser
-from app.core.users import accounts
+from app.core.users import accounts, throttle
 
 T = TypeVar("T")
 
 
 @click.group("users")
 def users_group() -> None:
-    """Add, list, disable and enable the console's users, and reset their passwords. The
-    console (/console/) is for the shop's owner and staff; there is no default user."""
+    """Add, list, disable and enable the console's users, reset their passwords, and lift
+    the locks of too many failed sign-ins. The console (/console/) is for the shop's owner
+    and staff; there is no default user."""
 
 
 def _core(rule: Callable[..., T], name: str) -> T:
@@ -102,3 +104,28 @@ def users_reset_password(name: str, second_factor: bool) -> None:
                      name)
     say(f"The console user {name} has a new one-time password, shown only this once:")
     click.echo(one_time)
+
+
+@users_group.command("unlock")
+@click.argument("name")
+def users_unlock(name: str) -> None:
+    """Lift the locks that failed sign-ins put on a user: its name's failed password and
+    code checks of the last 15 minutes no longer count, from any address or in all, on
+    every worker and host, whatever PETSTORE_RATELIMIT_STORAGE. Says what they were, from
+    the audit log."""
+    lifted = _core(accounts.unlock, name)
+    total = sum(lifted.failures.values())
+    if not total:
+        say(f"The console user {lifted.user.name} had no failed sign-ins since {lifted.since}"
+            "; nothing was locked, and its count starts again from zero.")
+        return
+    say(f"Unlocked the console user {lifted.user.name}: {total} failed sign-ins since "
+        f"{lifted.since} no longer count, on every worker and host.")
+    locked = [address for address, count in lifted.failures.items()
+              if count >= throttle.PAIR_FAILURES]
+    echo_table(("FROM", "FAILED", "LOCKED"),
+               [(address, str(count), "yes" if address in locked else "no")
+                for address, count in lifted.failures.items()])
+    if total >= throttle.NAME_FAILURES:
+        say(f"The name itself was locked too ({throttle.NAME_FAILURES} failures from "
+            "anywhere).")

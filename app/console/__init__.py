@@ -2,10 +2,13 @@
 the service's own Flask app, over the same core rules as the API.
 
 - blueprint.py: the blueprint, what the running console holds, and how a page is rendered;
-- guard.py: what every request passes first: the address allow-list, the session, the
-  origin check and the synchronizer token of every POST, and the stage a page needs;
+- guard.py: what every request passes first: the Host (D36), the address allow-list, the
+  session, the origin check and the synchronizer token of every POST, and the stage a page
+  needs;
 - auth.py: signing in (password, then the authenticator's code), the first password
-  change, enrolling a second factor, signing out;
+  change, enrolling, replacing or removing a second factor, signing out;
+- checks.py: every check of a password or a code, throttled alike, and the password (and
+  code) asked again before a secret is given or a second factor changes (D36);
 - board.py: the orders board (v2's filters, sorts and pages), its actions, the CSV export
   and the changes the board's script follows;
 - catalogue.py: the pets and their stock: the list, adding, editing, receiving and

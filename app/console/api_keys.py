@@ -8,8 +8,8 @@ only. Those forms are applied once for the key each carries (blueprint.once): se
 (a double click, a reload of the answer), they make no second key and no second rotation,
 but give the key a new secret in place of the one the earlier answer showed, and say so.
 Making and rotating a key ask for the user's password again (ASVS 3.7.1), counted by the
-sign-in throttle when wrong. The audit log names the key by its id and prefix, never its
-secret. Running workers see a revocation or a lifted ban within
+sign-in throttle when wrong (app.console.checks, D36). The audit log names the key by its
+id and prefix, never its secret. Running workers see a revocation or a lifted ban within
 PETSTORE_KEY_CACHE_SECONDS, as after the CLI's.
 """
 
@@ -21,6 +21,7 @@ from typing import Any
 
 import flask
 
+from app.console import checks
 from app.console.blueprint import (
     Page,
     address,
@@ -35,7 +36,6 @@ from app.console.blueprint import (
     visitor,
 )
 from app.core import keys
-from app.core.errors import SignInFailed
 from app.core.orders import utc_now
 from app.core.quotas.plans import plan_of
 from app.core.storage.console_statements import ConsoleUser
@@ -78,10 +78,10 @@ def _notice() -> tuple[str, str] | None:
 
 
 def _list(status: int = 200, error: str | None = None,
-          form: dict[str, str] | None = None) -> Page:
+          form: dict[str, str] | None = None, headers: dict[str, str] | None = None) -> Page:
     now = utc_now()
     rows = [row_of(key, now) for key in store().list_keys()]
-    return render("keys.html", status, rows=rows, plans=PLANS, scopes=SCOPES,
+    return render("keys.html", status, headers, rows=rows, plans=PLANS, scopes=SCOPES,
                   form=form or {"plan": "free", "scope": "write", "grace": GRACE_DEFAULT},
                   error=error, notice=_notice())
 
@@ -90,26 +90,6 @@ def _list(status: int = 200, error: str | None = None,
 def keys_page() -> Page:
     """Every key, and the form that makes one."""
     return _list()
-
-
-def _confirmed(purpose: str) -> str | None:
-    """None when the form carries the user's password (ASVS 3.7.1); else the sentence
-    that says why the action was not done (a wrong password counts against the sign-in
-    throttle, D35)."""
-    user = _user()
-    throttle = state().throttle
-    wait = throttle.wait(user.name, address())
-    if wait:
-        _record("password confirmation refused", f"{purpose}: throttled")
-        return (f"Too many wrong passwords for this name or from this address; try again in "
-                f"{wait} seconds.")
-    try:
-        accounts.confirm_password(store(), user, flask.request.form.get("password", ""),
-                                  address(), purpose)
-    except SignInFailed:
-        throttle.failed(user.name, address())
-        return "That is not your password; nothing was done."
-    return None
 
 
 def _number(text: str, label: str) -> int | None:
@@ -127,9 +107,9 @@ def create_key() -> Page:
     form = flask.request.form
     kept = {name: form.get(name, "") for name in (
         "name", "plan", "scope", "perMinute", "perDay", "expiresIn", "grace")}
-    refused = _confirmed("create key")
+    refused = checks.reauthenticate(_user(), "create key")
     if refused is not None:
-        return _list(403, refused, kept)
+        return _list(refused.status, refused.message, kept, refused.headers)
     with once(form, flask.url_for("console.keys_page")) as sending:
         if sending.before is not None:
             return _renewed(sending.before, "created")
@@ -179,9 +159,9 @@ def _sentence(message: str) -> str:
 def rotate_key(key_id: str) -> Page:
     """Give the key a new secret, shown once; the old one works through the grace."""
     number = path_id(key_id)
-    refused = _confirmed(f"rotate key {number}")
+    refused = checks.reauthenticate(_user(), f"rotate key {number}")
     if refused is not None:
-        return _list(403, refused)
+        return _list(refused.status, refused.message, headers=refused.headers)
     form = flask.request.form
     with once(form, flask.url_for("console.keys_page")) as sending:
         if sending.before is not None:

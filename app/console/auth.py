@@ -2,7 +2,11 @@
 (for a user with a second factor), then a new password in place of a one-time one, then a
 second factor where PETSTORE_CONSOLE_REQUIRE_TOTP asks for one. Each step gives the
 session a new id; signing out ends it in the database, so its cookie opens nothing
-afterwards, on any worker or host."""
+afterwards, on any worker or host.
+
+Every password and code checked here is throttled alike (app.console.checks, D36). A second
+factor is enrolled, replaced or removed only with the password, and the current code where
+one is enrolled; its secret is the one the server offered, kept with the session (D36)."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import time
 import flask
 import segno
 
+from app.console import checks
 from app.console.blueprint import (
     PUBLIC,
     Page,
@@ -28,15 +33,18 @@ from app.core.storage.console_statements import ConsoleSession, ConsoleUser
 from app.core.users import accounts, sessions
 
 
-def _throttled(name: str) -> Page | None:
-    """The 429 page when this name or this address failed too often (D35)."""
-    wait = state().throttle.wait(name, address())
+def _throttled(template: str, who: str, epoch: str | None, known: bool,
+               **context: object) -> Page | None:
+    """The 429 page when the name `who` failed too often from this address, or anywhere
+    (D36); in the audit log under the name when it is a user's."""
+    wait = checks.wait(who, epoch)
     if not wait:
         return None
-    accounts.record(store(), None, address(), "sign-in refused", f"throttled: {name[:64]}")
-    return render("sign_in.html", 429, {"Retry-After": str(wait)}, name=name,
-                  error=f"Too many failed sign-ins for this name or from this address; try "
-                        f"again in {wait} seconds.")
+    accounts.record(store(), who if known else None, address(), "sign-in refused",
+                    "throttled" if known else f"throttled: {who[:64]}")
+    refused = checks.too_many(wait, "failed sign-ins")
+    return render(template, refused.status, refused.headers, error=refused.message,
+                  **context)
 
 
 def _step(user: ConsoleUser, stage: str,
@@ -74,13 +82,15 @@ def sign_in_post() -> Page:
     """Check the name and password; go on to what the user still owes."""
     name = flask.request.form.get("name", "")
     password = flask.request.form.get("password", "")
-    refused = _throttled(name)
+    known = store().console_user(name) if accounts.NAME.match(name) else None
+    epoch = known.throttle_epoch if known is not None else None
+    refused = _throttled("sign_in.html", name, epoch, known is not None, name=name)
     if refused is not None:
         return refused
     try:
         user = accounts.sign_in(store(), name, password, address())
     except SignInFailed as exc:
-        state().throttle.failed(name, address())
+        checks.failed(name, epoch)
         return render("sign_in.html", name=name, error=exc.message)
     _forget_old()
     session, _ = visitor()
@@ -96,13 +106,13 @@ def code() -> Page:
     assert session is not None and user is not None
     if flask.request.method == "GET":
         return render("code.html")
-    refused = _throttled(user.name)
+    refused = _throttled("code.html", user.name, user.throttle_epoch, True)
     if refused is not None:
         return refused
     try:
         accounts.check_code(store(), user, flask.request.form.get("code", ""), address())
     except WrongCode as exc:
-        state().throttle.failed(user.name, address())
+        checks.failed(user.name, user.throttle_epoch)
         return render("code.html", error=exc.message)
     require = state().services.settings.console_require_totp
     return _step(user, sessions.stage_for(user, require, code_given=True), session)
@@ -116,49 +126,95 @@ def password() -> Page:
     assert session is not None and user is not None
     if flask.request.method == "GET":
         return render("password.html", first=session.stage == sessions.CHANGE)
+    first = session.stage == sessions.CHANGE
+    refused = _throttled("password.html", user.name, user.throttle_epoch, True, first=first)
+    if refused is not None:
+        return refused
     form = flask.request.form
     new = form.get("new", "")
     error = None
     if new != form.get("repeat", ""):
         error = "The two new passwords differ; type the same one twice."
+        accounts.record(store(), user.name, address(), "new password refused",
+                        "the two new passwords differ")
     else:
         try:
             changed = accounts.change_password(store(), user, form.get("current", ""), new,
                                                address())
-        except (SignInFailed, PasswordRefused) as exc:
-            error = ("The current password is not right." if isinstance(exc, SignInFailed)
-                     else exc.message)
+        except SignInFailed:
+            checks.failed(user.name, user.throttle_epoch)
+            error = "The current password is not right."
+        except PasswordRefused as exc:
+            error = exc.message
     if error is not None:
-        return render("password.html", first=session.stage == sessions.CHANGE, error=error)
+        return render("password.html", first=first, error=error)
     # Every session of the user ended with the change (this one too): a new one.
     require = state().services.settings.console_require_totp
     return _step(changed, sessions.stage_for(changed, require, code_given=True), None)
 
 
+def _offered(session: ConsoleSession) -> str:
+    """The TOTP secret the second factor page offers this session: made by the server the
+    first time the page is shown, and kept with the session (D36), so that the code typed
+    proves the user's authenticator holds that one, whatever a form says."""
+    if session.pending_totp_secret is not None:
+        return session.pending_totp_secret
+    made = accounts.new_totp_secret()
+    # A session ended since the guard found it keeps none; its next form opens nothing.
+    return store().offer_totp_secret(session.digest, made) or made
+
+
+def _second_factor_page(session: ConsoleSession, user: ConsoleUser, status: int = 200,
+                        error: str | None = None,
+                        headers: dict[str, str] | None = None) -> Page:
+    secret = _offered(session)
+    uri = accounts.totp_uri(secret, user.name)
+    return render("second_factor.html", status, headers, secret=secret, uri=uri, error=error,
+                  qr=segno.make(uri, error="m").svg_inline(scale=4, dark="#111"),
+                  required=session.stage == sessions.ENROL,
+                  removable=not state().services.settings.console_require_totp)
+
+
 @console.route("/account/second-factor", methods=["GET", "POST"])
 @needs(sessions.ENROL, sessions.OPEN)
 def second_factor() -> Page:
-    """Enrol an authenticator (TOTP): its secret as a QR code and as text, then one of its
-    codes to prove that it holds the secret."""
+    """Enrol an authenticator (TOTP), or replace the one enrolled: the server's secret as
+    a QR code and as text, then the password (and the current code, where one is
+    enrolled) and one of the new authenticator's codes, to prove that it holds the
+    secret."""
     session, user = visitor()
     assert session is not None and user is not None
-    form = flask.request.form
-    secret = form.get("secret", "") if flask.request.method == "POST" else ""
-    if not (len(secret) == 32 and secret.isascii() and secret.isalnum()):
-        secret = accounts.new_totp_secret()
-    error = None
-    if flask.request.method == "POST":
-        try:
-            enrolled = accounts.enrol_totp(store(), user, secret, form.get("code", ""),
-                                           address())
-        except WrongCode as exc:
-            error = exc.message
-        else:
-            return _step(enrolled, sessions.OPEN, session)
-    uri = accounts.totp_uri(secret, user.name)
-    return render("second_factor.html", secret=secret, uri=uri, error=error,
-                  qr=segno.make(uri, error="m").svg_inline(scale=4, dark="#111"),
-                  required=session.stage == sessions.ENROL)
+    if flask.request.method == "GET":
+        return _second_factor_page(session, user)
+    refused = checks.reauthenticate(user, "second factor", with_code=True)
+    if refused is not None:
+        return _second_factor_page(session, user, refused.status, refused.message,
+                                   refused.headers)
+    try:
+        enrolled = accounts.enrol_totp(store(), user, _offered(session),
+                                       flask.request.form.get("code", ""), address())
+    except WrongCode as exc:
+        return _second_factor_page(session, user, error=exc.message)
+    return _step(enrolled, sessions.OPEN, session)
+
+
+@console.route("/account/second-factor/remove", methods=["POST"])
+def remove_second_factor() -> Page:
+    """Remove the user's second factor, with the password and its current code (D36);
+    not where PETSTORE_CONSOLE_REQUIRE_TOTP asks every user for one."""
+    session, user = visitor()
+    assert session is not None and user is not None
+    if state().services.settings.console_require_totp or user.totp_secret is None:
+        accounts.record(store(), user.name, address(), "second factor refused",
+                        "remove: required" if user.totp_secret else "remove: none enrolled")
+        return _second_factor_page(session, user, 403, "This console asks every user for a "
+                                   "second factor: replace it rather than remove it."
+                                   if user.totp_secret else "No second factor is set up.")
+    refused = checks.reauthenticate(user, "remove second factor", with_code=True)
+    if refused is not None:
+        return _second_factor_page(session, user, refused.status, refused.message,
+                                   refused.headers)
+    return _step(accounts.remove_totp(store(), user, address()), sessions.OPEN, session)
 
 
 @console.route("/sign-out", methods=["POST"])

@@ -1,12 +1,16 @@
-"""What every request of the console passes before its page (D35), in this order:
+"""What every request of the console passes before its page (D35, D36), in this order:
 
-1. the address: only PETSTORE_CONSOLE_ALLOW (loopback by default), else 403;
-2. the session: the cookie's id looked up in the database (sessions.find: timeouts, a
+1. the Host: only a name of PETSTORE_CONSOLE_HOSTS (loopback's by default, any port), else
+   a plain 400 page and no cookie (D36): a page of another site whose name the attacker
+   points at 127.0.0.1 (DNS rebinding) is of the same origin as the console to the
+   browser, so that neither the origin check nor SameSite would stop it;
+2. the address: only PETSTORE_CONSOLE_ALLOW (loopback by default), else 403;
+3. the session: the cookie's id looked up in the database (sessions.find: timeouts, a
    disabled user, a sign-out seen by every worker and host at once);
-3. every POST: it comes from the console's own origin (Sec-Fetch-Site, else Origin), and
+4. every POST: it comes from the console's own origin (Sec-Fetch-Site, else Origin), and
    carries the session's synchronizer token (before a session, the sign-in form's token,
    which must equal its cookie's); else 403, and nothing changes;
-4. the stage: a page opens only at the stages it names (blueprint.needs); a visitor
+5. the stage: a page opens only at the stages it names (blueprint.needs); a visitor
    without a session goes to the sign-in page, one who still owes a new password, a code
    or a second factor goes to that page.
 
@@ -27,10 +31,11 @@ import secrets
 import time
 
 import flask
-from werkzeug.exceptions import Forbidden
+from werkzeug.exceptions import BadRequest, Forbidden
 
 from app.console.blueprint import PUBLIC, Page, console, stages_of, state
 from app.core import metrics
+from app.core.config import split_host
 from app.core.users import sessions
 
 SESSION_COOKIE = "petstore-console"
@@ -47,6 +52,19 @@ class CrossSite(Forbidden):
 class AddressRefused(Forbidden):
     description = ("The console does not answer this address. Its operator lists the "
                    "addresses it answers in PETSTORE_CONSOLE_ALLOW.")
+
+
+class HostRefused(BadRequest):
+    description = ("The console does not answer at this name. Its operator lists the "
+                   "names it answers at in PETSTORE_CONSOLE_HOSTS.")
+
+
+def host_allowed(host: str, hosts: str) -> bool:
+    """Whether a Host header names one of the hosts (any port), as split_host reads both
+    (D36)."""
+    found = split_host(host)
+    return found is not None and found[0] in {
+        named[0] for named in map(split_host, hosts.split(",")) if named is not None}
 
 
 def _secure() -> bool:
@@ -94,6 +112,8 @@ def guard() -> Page | None:
     """The checks above, before every page of the console."""
     current = state()
     settings = current.services.settings
+    if not host_allowed(flask.request.host, settings.console_hosts):
+        raise HostRefused()
     if not metrics.allowed(flask.request.remote_addr, settings.console_allow):
         raise AddressRefused()
     if flask.request.endpoint == "console.static":

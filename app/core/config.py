@@ -154,6 +154,40 @@ def _networks(text: str) -> str:
     return text
 
 
+def split_host(text: str) -> tuple[str, str] | None:
+    """A Host header's name and port, the name in lower case without a trailing dot (an
+    IPv6 address keeps its brackets): ("shop.example", "443"), ("[::1]", ""); None for
+    text that is no host."""
+    text = text.strip().lower()
+    if text.startswith("["):
+        name, bracket, port = text.partition("]")
+        if not bracket or (port and not port.startswith(":")):
+            return None
+        try:  # as a browser writes it: [0:0::1] is [::1]
+            name = f"[{ipaddress.IPv6Address(name[1:]).compressed}]"
+        except ValueError:
+            return None
+        port = port[1:]
+    else:
+        name, _, port = text.partition(":")
+    name = name[:-1] if name.endswith(".") else name
+    if not re.fullmatch(r"[a-z0-9._-]+|\[[0-9a-f:.]+\]", name) or not (
+            port == "" or (port.isascii() and port.isdigit() and len(port) <= 5)):
+        return None
+    return name, port
+
+
+def _hosts(text: str) -> str:
+    """Comma-separated host names or addresses (IPv6 in brackets), without ports."""
+    for entry in (entry.strip() for entry in text.split(",")):
+        found = split_host(entry) if entry else ("", "")
+        if found is None or found[1]:
+            raise ValueError(f"{entry!r} is not a host name: list the names the console is "
+                             "reached by, comma-separated, without a port, as in "
+                             "shop.example,localhost,[::1]")
+    return text
+
+
 def _origins(text: str) -> str:
     """Comma-separated origins (scheme://host[:port], no path), or *."""
     for entry in (entry.strip() for entry in text.split(",")):
@@ -292,6 +326,15 @@ SETTINGS: tuple[Setting, ...] = (
         "answers; others get 403. Reach it from elsewhere through a proxy with TLS (see "
         "The console).",
         _networks,
+    ),
+    Setting(
+        "CONSOLE_HOSTS",
+        "localhost,127.0.0.1,[::1]",
+        "Host names (comma-separated, without a port: any port goes) that the console "
+        "answers by, as the browser's Host header names them; any other Host gets 400 "
+        "before anything else (D36: a page elsewhere cannot reach it by DNS rebinding). "
+        "Behind a proxy, the public name the proxy passes on (shop.example).",
+        _hosts,
     ),
     Setting(
         "CONSOLE_IDLE_TIMEOUT",
@@ -466,6 +509,7 @@ class Settings:
     metrics_enabled: bool = _default("METRICS_ENABLED")
     metrics_allow: str = _default("METRICS_ALLOW")
     console_allow: str = _default("CONSOLE_ALLOW")
+    console_hosts: str = _default("CONSOLE_HOSTS")
     console_idle_timeout: int = _default("CONSOLE_IDLE_TIMEOUT")
     console_absolute_timeout: int = _default("CONSOLE_ABSOLUTE_TIMEOUT")
     console_require_totp: bool = _default("CONSOLE_REQUIRE_TOTP")

@@ -269,6 +269,9 @@ BAD_SETTINGS = [
     ("CORS_ORIGINS", "https://shop.example.com/app"),
     ("RATELIMIT_STORAGE", "redis"),
     ("WORKERS", "0"),
+    ("CONSOLE_HOSTS", "shop.example:443"),  # names without ports (D36)
+    ("CONSOLE_HOSTS", "*"),
+    ("CONSOLE_HOSTS", "[not-an-address]"),
 ]
 
 

@@ -1,6 +1,7 @@
-"""`petstore users` (D35): a user is added with a one-time password printed alone on
-standard output, listed, disabled (its sessions end), enabled, and given a new one-time
-password; the database keeps only an argon2id hash."""
+"""`petstore users` (D35, D36): a user is added with a one-time password printed alone on
+standard output, listed, disabled (its sessions end), enabled, given a new one-time
+password, and unlocked after failed sign-ins, saying what it lifted; the database keeps
+only an argon2id hash."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from app.core.config import Settings
+from app.core.errors import SignInFailed
 from app.core.storage import open_store
 from app.core.users import accounts, sessions
+from app.core.users.throttle import SignInThrottle
 from tests.cli.test_cli import run
 
 
@@ -81,3 +84,28 @@ def test_a_reset_gives_a_new_one_time_password_and_ends_sessions(db: Path) -> No
     assert store.console_user("ann").totp_secret == "A" * 32  # type: ignore[union-attr]
     lost = run(db, "users", "reset-password", "ann", "--second-factor")
     assert lost.exit_code == 0 and store.console_user("ann").totp_secret is None  # type: ignore[union-attr]
+
+
+def test_unlock_lifts_the_locks_of_a_name_and_says_what_they_were(db: Path) -> None:
+    run(db, "users", "add", "ann")
+    settings = Settings(database=str(db))
+    store = open_store(settings)
+    throttle = SignInThrottle(settings)  # a worker's, with the counters it keeps
+    epoch = accounts.throttle_epoch(store, "ann")
+    for address in ["203.0.113.9"] * 5 + ["::1", "0:0:0:0:0:0:0:1"]:
+        with pytest.raises(SignInFailed):
+            accounts.sign_in(store, "ann", "a guess at it", address)
+        throttle.failed("ann", address, epoch)
+    assert throttle.wait("ann", "203.0.113.9", epoch) > 0
+    unlocked = run(db, "users", "unlock", "ann")
+    assert unlocked.exit_code == 0, unlocked.output
+    assert "Unlocked the console user ann: 7 failed sign-ins since" in unlocked.stderr
+    assert [line.split() for line in unlocked.stdout.splitlines()] == [
+        ["FROM", "FAILED", "LOCKED"], ["203.0.113.9", "5", "yes"], ["::/64", "2", "no"]]
+    # The worker reads the new epoch from the database, and counts from zero.
+    epoch = accounts.throttle_epoch(store, "ann")
+    assert throttle.wait("ann", "203.0.113.9", epoch) == 0
+    again = run(db, "users", "unlock", "ann")
+    assert again.exit_code == 0 and "nothing was locked" in again.stderr
+    missing = run(db, "users", "unlock", "carol")
+    assert missing.exit_code == 1 and "No console user is named carol" in missing.output

@@ -16,7 +16,8 @@ from app.core.storage import Store
 from app.core.users import accounts
 from app.web import create_app
 
-ORIGIN = "http://testserver"  # the test client's own origin
+HOST = "testserver"  # the test client's own host
+ORIGIN = f"http://{HOST}"  # and origin
 GOOD = "correct horse battery staple 42"
 TOKEN = re.compile(r'name="token" value="([^"]+)"')
 ORDERS = [
@@ -108,8 +109,9 @@ def cell(found_row: str, name: str) -> str:
 @pytest.fixture
 def console_settings(settings: Settings) -> Settings:
     """The test client's address is "testclient", no IP address: the console answers any
-    address here, except in the test of PETSTORE_CONSOLE_ALLOW."""
-    return settings.replace(console_allow="*")
+    address here, except in the test of PETSTORE_CONSOLE_ALLOW; and its host is
+    "testserver", which PETSTORE_CONSOLE_HOSTS names (D36) beside loopback's."""
+    return settings.replace(console_allow="*", console_hosts=f"{HOST},localhost")
 
 
 @pytest.fixture

@@ -1,22 +1,23 @@
-"""Signing in to the console and its refusals (D35), as a visitor sees them: the first
+"""Signing in to the console and its refusals (D35, D36), as a visitor sees them: the first
 sign-in changes the one-time password, each step a new session, sign-out ends the session
 wherever its cookie is copied, a form from another site or without its token changes
-nothing, the sixth failure waits, an address outside PETSTORE_CONSOLE_ALLOW is refused, no
-API key opens the console and no quota meters it, and every answer is a page with the
-security headers."""
+nothing, the sixth failure waits from its address only, the password page's current
+password is throttled alike, a Host outside PETSTORE_CONSOLE_HOSTS and an address outside
+PETSTORE_CONSOLE_ALLOW are refused, no API key opens the console and no quota meters it,
+and every answer is a page with the security headers."""
 
 from __future__ import annotations
 
 import re
-import time
 
-import pyotp
+import pytest
+from connexion import FlaskApp
 
 from app.core.config import Settings
 from app.core.storage import Store
 from app.core.users import accounts
 from app.web import create_app
-from tests.console.conftest import GOOD, ORIGIN, Visitor
+from tests.console.conftest import GOOD, HOST, ORIGIN, Visitor
 from tests.support import make_key
 
 SECURITY = {
@@ -61,8 +62,8 @@ def test_the_first_sign_in_changes_the_one_time_password(visitor: Visitor,
         "current": one_time, "new": GOOD, "repeat": GOOD})
     assert changed.headers["location"] == "/console/"
     _assert_page(visitor.follow(changed), 200, "Pending orders")
-    assert [e.action for e in store.audit_entries(3)] == [
-        "password changed", "signed in (password)", "user added"]
+    assert [e.action for e in store.audit_entries(4)] == [
+        "password changed", "new password refused", "signed in (password)", "user added"]
 
 
 def test_a_wrong_password_and_an_unknown_name_read_alike(visitor: Visitor, owner: str) -> None:
@@ -126,19 +127,87 @@ def test_the_sign_in_form_needs_its_own_token_and_origin(visitor: Visitor, owner
                         token=token).status_code == 303
 
 
-def test_the_sixth_wrong_password_waits(visitor: Visitor, owner: str, store: Store) -> None:
+def test_the_sixth_wrong_password_waits_from_its_address_only(app: FlaskApp, visitor: Visitor,
+                                                              owner: str, store: Store) -> None:
     for _ in range(5):
         assert visitor.sign_in(owner, "wrong password!").status_code == 200
-    sixth = visitor.sign_in(owner, GOOD)  # even the right one, now
+    sixth = visitor.sign_in(owner, GOOD)  # even the right one, now, from here
     _assert_page(sixth, 429, "Too many failed sign-ins")
     assert 14 * 60 < int(sixth.headers["retry-after"]) <= 15 * 60
-    assert store.audit_entries(1)[0].action == "sign-in refused"
+    assert "petstore-console=" not in sixth.headers.get("set-cookie", "")
+    entry = store.audit_entries(1)[0]
+    assert (entry.user_name, entry.action, entry.detail) == ("owner", "sign-in refused",
+                                                             "throttled")
+    # D36: the owner, from another address, signs in with the right password. (A client
+    # of the same app, whose lifespan the visitor's client runs.)
+    owner_elsewhere = Visitor(app.test_client(client=("203.0.113.9", 50000)))
+    signed = owner_elsewhere.sign_in(owner, GOOD)
+    assert signed.status_code == 303 and signed.headers["location"] == "/console/"
+    # The failures are in the audit log under the name they were aimed at.
+    page = owner_elsewhere.get("/console/audit?user=owner&action=sign-in+failed").text
+    assert page.count("<td>wrong password</td>") == 5
+
+
+def test_the_current_password_on_the_password_page_is_throttled(signed_in: Visitor,
+                                                               store: Store) -> None:
+    signed_in.get("/console/account/password")
+    new = "a new phrase for the shop 9"
+    for _ in range(5):
+        wrong = signed_in.post("/console/account/password", {
+            "current": "not the password", "new": new, "repeat": new})
+        _assert_page(wrong, 200, "The current password is not right.")
+    sixth = signed_in.post("/console/account/password", {"current": GOOD, "new": new,
+                                                         "repeat": new})
+    _assert_page(sixth, 429, "Too many failed sign-ins")
+    assert int(sixth.headers["retry-after"]) > 14 * 60
+    assert accounts.sign_in(store, "owner", GOOD, None).name == "owner"  # unchanged
+
+
+def test_a_new_password_the_rules_refuse_says_why_and_is_audited(signed_in: Visitor,
+                                                                 store: Store) -> None:
+    signed_in.get("/console/account/password")
+    for weak, why in (("qwertyuiopas", "too easy to guess"),
+                      ("owner owner owner", "your name or the shop&#39;s"),
+                      ("Pet Store Orders", "your name or the shop&#39;s")):
+        refused = signed_in.post("/console/account/password", {
+            "current": GOOD, "new": weak, "repeat": weak})
+        _assert_page(refused, 200, why)
+        entry = store.audit_entries(1)[0]
+        assert (entry.user_name, entry.action) == ("owner", "new password refused")
+
+
+@pytest.mark.parametrize("host", ["attacker.rebind.example", "attacker.rebind.example:8080",
+                                  "127.0.0.2", "localhost.evil.example", "[::2]:8080",
+                                  "testserver@evil.example", ""])
+def test_a_host_outside_the_console_hosts_is_refused_before_anything(
+        visitor: Visitor, owner: str, store: Store, host: str) -> None:
+    """DNS rebinding (D36): a page of another site whose name now points at the machine
+    is, to the browser, of the same origin as the console; its Host tells it apart."""
+    before = store.audit_entries(1)
+    foreign = {"Host": host, "Origin": f"http://{host}", "Sec-Fetch-Site": "same-origin"}
+    for path in ("/console/", "/console/sign-in", "/console/static/console.css",
+                 "/console/nowhere"):
+        refused = visitor.client.get(path, headers=foreign, follow_redirects=False)
+        _assert_page(refused, 400, "does not answer at this name")
+        assert "set-cookie" not in refused.headers
+    visitor.get("/console/sign-in")  # a form and its cookie, from the right host
+    posted = visitor.post("/console/sign-in", {"name": owner, "password": GOOD},
+                          headers=foreign)
+    _assert_page(posted, 400, "PETSTORE_CONSOLE_HOSTS")
+    assert "set-cookie" not in posted.headers
+    assert store.audit_entries(1) == before  # nothing tried, nothing counted
+
+
+def test_the_console_hosts_match_any_port_and_any_case(visitor: Visitor) -> None:
+    for host in (HOST, f"{HOST}:8443", "TESTSERVER", "localhost:1", "localhost."):
+        answer = visitor.client.get("/console/sign-in", headers={"Host": host})
+        assert answer.status_code == 200, host
 
 
 def test_an_address_outside_the_allow_list_is_refused(settings: Settings, store: Store,
                                                       owner: str) -> None:
     # Loopback by default; the test client's address is "testclient".
-    with create_app(settings).test_client() as client:
+    with create_app(settings.replace(console_hosts=HOST)).test_client() as client:
         for path in ("/console/", "/console/sign-in", "/console/static/console.css",
                      "/console/nowhere"):
             _assert_page(client.get(path, follow_redirects=False), 403,
@@ -147,6 +216,7 @@ def test_an_address_outside_the_allow_list_is_refused(settings: Settings, store:
                              headers={"Origin": ORIGIN}, follow_redirects=False)
         assert posted.status_code == 403
     assert store.audit_entries(1)[0].action != "signed in (password)"
+
 
 
 def test_an_api_key_opens_nothing_and_no_quota_counts(visitor: Visitor, store: Store) -> None:
@@ -167,34 +237,6 @@ def test_errors_are_pages_not_error_objects(signed_in: Visitor) -> None:
                  "No such page")
     bare = signed_in.get("/console")
     assert bare.status_code == 308 and bare.headers["location"] == "/console/"
-
-
-def test_the_second_factor_is_enrolled_then_asked_at_each_sign_in(
-        signed_in: Visitor, store: Store) -> None:
-    page = signed_in.get("/console/account/second-factor")
-    _assert_page(page, 200, "Scan this code")
-    # The code is drawn as markup, with no script of its own (the one script is every
-    # page's, which sends a form once a click).
-    assert "<svg" in page.text and re.findall(r"<script[^>]*>", page.text) == [
-        '<script src="/console/static/forms.js" defer>']
-    assert 'id="otpauth">otpauth://totp/Pet%20Store%20Orders:owner?secret=' in page.text
-    secret = re.search(r'name="secret" value="([A-Z2-7]{32})"', page.text).group(1)  # type: ignore[union-attr]
-    wrong = signed_in.post("/console/account/second-factor", {"secret": secret,
-                                                              "code": "12345"})
-    _assert_page(wrong, 200, "not the current one")
-    enrolled = signed_in.post("/console/account/second-factor",
-                              {"secret": secret, "code": pyotp.TOTP(secret).now()})
-    assert enrolled.headers["location"] == "/console/"
-    signed_in.follow(enrolled)
-    signed_in.follow(signed_in.post("/console/sign-out"))
-    asked = signed_in.sign_in("owner", GOOD)
-    assert asked.headers["location"] == "/console/sign-in/code"
-    assert signed_in.get("/console/").headers["location"] == "/console/sign-in/code"
-    signed_in.get("/console/sign-in/code")
-    # The code that enrolled it was used; the next step's is good.
-    later = pyotp.TOTP(secret).at(time.time() + 30)
-    opened = signed_in.post("/console/sign-in/code", {"code": later})
-    assert opened.headers["location"] == "/console/"
 
 
 def test_a_required_second_factor_is_enrolled_before_the_console_opens(

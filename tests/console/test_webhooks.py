@@ -23,8 +23,8 @@ LOOPBACK = webhooks.networks("127.0.0.0/8")
 
 
 @pytest.fixture
-def console_settings(settings: Settings) -> Settings:
-    return settings.replace(console_allow="*", webhook_allowed_networks="127.0.0.0/8",
+def console_settings(console_settings: Settings) -> Settings:
+    return console_settings.replace(webhook_allowed_networks="127.0.0.0/8",
                             webhook_timeout=2.0, webhooks_enabled=False)
 
 

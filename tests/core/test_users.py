@@ -1,6 +1,8 @@
-"""The console's users and signing in, as rules of the core (D35): the password rules,
-argon2id, one-time passwords, signing in alike for every failure, sessions and their
-timeouts, the synchronizer token, TOTP codes used once, and the sign-in throttle."""
+"""The console's users and signing in, as rules of the core (D35, D36): the password rules
+(zxcvbn's score, the user's and the shop's names), argon2id, one-time passwords, signing in
+alike for every failure and audited under a known name, sessions and their timeouts, the
+synchronizer token, TOTP codes used once, the second factor changed only with the current
+code, the sign-in throttle by name and address with addresses as counted, and unlocking."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from app.core.errors import (
 )
 from app.core.storage import Store
 from app.core.users import accounts, passwords, sessions
-from app.core.users.throttle import SignInThrottle
+from app.core.users.throttle import SignInThrottle, counted_address
 
 GOOD = "correct horse battery staple 42"
 
@@ -32,10 +34,27 @@ GOOD = "correct horse battery staple 42"
     ("ANNABEL.EXAMPLE ", "name"),
     ("password1234", "common"),
     ("  Password1234 ", "common"),
+    # D36: the issue's guessable passwords, each with a sentence that says why.
+    ("aaaaaaaaaaaa", 'too easy to guess. Repeats like "aaa"'),
+    ("123456789012", "too easy to guess. This is similar to a commonly used password."),
+    ("qwertyuiopas", "too easy to guess"),
+    ("passwordpassword", "too easy to guess. Repeats like"),
+    ("annabel annabel annabel", "your name or the shop's"),
+    ("Annabel.Example.Annabel", "your name or the shop's"),
+    ("Pet Store Orders", "your name or the shop's"),
+    ("petstore-orders!", "your name or the shop's"),
+    ("pet store orders 1", "too easy to guess"),
+    ("x" * 128, "too easy to guess"),  # zxcvbn rates its first 72 characters
 ])
 def test_a_new_password_is_refused_by_the_rule_it_breaks(password: str, rule: str) -> None:
     with pytest.raises(PasswordRefused, match=rule):
         passwords.check_new(password, "annabel.example")
+
+
+@pytest.mark.parametrize("password", [GOOD, "a lantern on the harbour wall 7",
+                                      "annabel-petstore-2026x", "Orders of tortoises arrive"])
+def test_a_password_hard_to_guess_is_taken(password: str) -> None:
+    assert passwords.check_new(password, "annabel") == password
 
 
 def test_any_unicode_is_a_password_and_is_counted_after_nfkc() -> None:
@@ -83,11 +102,13 @@ def test_every_failed_sign_in_reads_alike_and_is_audited(store: Store) -> None:
             accounts.sign_in(store, name, password, "10.0.0.9")
         messages.add(failed.value.message)
     assert len(messages) == 1
-    actions = [(e.action, e.detail, e.address) for e in store.audit_entries(4)]
-    assert actions == [("sign-in failed", "<script>", "10.0.0.9"),
-                       ("sign-in failed", "bob", "10.0.0.9"),
-                       ("sign-in failed", "nobody", "10.0.0.9"),
-                       ("sign-in failed", "ann", "10.0.0.9")]
+    # A known name's failures are under its name (D36), so that filtering the log by user
+    # finds the guesses at it; a name that is no user's is only the detail.
+    actions = [(e.user_name, e.action, e.detail, e.address) for e in store.audit_entries(4)]
+    assert actions == [(None, "sign-in failed", "<script>", "10.0.0.9"),
+                       ("bob", "sign-in failed", "disabled user", "10.0.0.9"),
+                       (None, "sign-in failed", "nobody", "10.0.0.9"),
+                       ("ann", "sign-in failed", "wrong password", "10.0.0.9")]
 
 
 def test_changing_the_password_checks_both_and_ends_every_session(store: Store) -> None:
@@ -100,6 +121,12 @@ def test_changing_the_password_checks_both_and_ends_every_session(store: Store) 
         accounts.change_password(store, user, one_time, "password1234", None)
     with pytest.raises(PasswordRefused, match="other than the current"):
         accounts.change_password(store, user, one_time, one_time, None)
+    # Every refusal is in the audit log (D36), the rule's sentence with it.
+    assert [(e.user_name, e.action, e.detail.split(";")[0]) for e in store.audit_entries(3)] == [
+        ("ann", "new password refused", "Choose a password other than the current one."),
+        ("ann", "new password refused", "That password is on the list of common passwords, "
+                                        "which are the first that attackers try"),
+        ("ann", "password change refused", "wrong current password")]
     changed = accounts.change_password(store, user, one_time, GOOD, None)
     assert not changed.must_change_password
     assert store.console_session(first.session.digest) is None
@@ -192,17 +219,117 @@ def test_a_totp_code_is_accepted_once_and_only_near_its_time(store: Store) -> No
                         + totp.at(now + 90)[3:], None, now + 90)
 
 
-def test_the_sixth_failure_waits_for_the_oldest_to_leave_the_window(settings: Settings) -> None:
+def test_the_sixth_failure_of_a_name_from_an_address_waits_there_only(
+        settings: Settings) -> None:
     throttle = SignInThrottle(settings)
     for _ in range(5):
         assert throttle.wait("ann", "10.0.0.1") == 0
         throttle.failed("ann", "10.0.0.1")
     wait = throttle.wait("ann", "10.0.0.1")
     assert 14 * 60 < wait <= 15 * 60
-    # Per account: the same name from elsewhere waits too; per address: another name too.
-    assert throttle.wait("ANN ", "10.0.0.2") == wait
-    assert throttle.wait("bob", "10.0.0.1") == wait
-    assert throttle.wait("bob", "10.0.0.2") == 0
+    assert throttle.wait("ANN ", "10.0.0.1") == wait  # the name as typed, in lower case
+    # D36: a stranger's failures lock the name from the stranger's address, not the
+    # owner's elsewhere, and not another name from the same address.
+    assert throttle.wait("ann", "10.0.0.2") == 0
+    assert throttle.wait("bob", "10.0.0.1") == 0
+
+
+def test_the_name_alone_waits_after_many_failures_from_anywhere(settings: Settings) -> None:
+    throttle = SignInThrottle(settings, pair_failures=5, name_failures=12)
+    for n in range(12):  # credential stuffing: a few guesses from each of many addresses
+        address = f"10.0.{n // 3}.{n % 3}"
+        assert throttle.wait("ann", address) == 0
+        throttle.failed("ann", address)
+    assert 14 * 60 < throttle.wait("ann", "192.0.2.77") <= 15 * 60
+    assert throttle.wait("bob", "192.0.2.77") == 0
+
+
+def test_workers_over_redis_count_together_and_an_unlock_lifts_every_count(
+        settings: Settings, store: Store, redis_url: str, redis_prefix: str) -> None:
+    """Two workers' throttles over the shared Redis (D36): one name's failures from one
+    address count together, the right password from elsewhere goes through, and the epoch
+    an unlock gives starts every count of the name again."""
+    shared = settings.replace(ratelimit_storage=redis_url, ratelimit_key_prefix=redis_prefix)
+    one, two = SignInThrottle(shared), SignInThrottle(shared)
+    user, _ = accounts.add(store, "ann")
+    for worker in (one, two, one, two, one):
+        worker.failed("ann", "2001:db8:7::1", user.throttle_epoch)
+    assert 14 * 60 < two.wait("ann", "2001:db8:7::2", user.throttle_epoch) <= 15 * 60
+    assert two.wait("ann", "203.0.113.1", user.throttle_epoch) == 0
+    assert not two.down
+    lifted = accounts.unlock(store, "ann")
+    assert one.wait("ann", "2001:db8:7::2", lifted.user.throttle_epoch) == 0
+
+
+@pytest.mark.parametrize(("written", "counted"), [
+    ("::1", "::/64"), ("0::1", "::/64"), ("0:0:0:0:0:0:0:1", "::/64"),
+    ("::ffff:192.0.2.1", "192.0.2.1"), ("192.0.2.1", "192.0.2.1"),
+    ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"), ("2001:DB8:1:2:bbbb::9", "2001:db8:1:2::/64"),
+    ("testclient", "testclient"), (None, "unknown"),
+])
+def test_an_address_is_counted_normalised(written: str | None, counted: str) -> None:
+    assert counted_address(written) == counted
+
+
+def test_one_address_written_three_ways_is_one_counter(settings: Settings) -> None:
+    throttle = SignInThrottle(settings)
+    for written in ("::1", "0::1", "0:0:0:0:0:0:0:1", "::1", "0::1"):
+        throttle.failed("ann", written)
+    assert throttle.wait("ann", "::1") > 0
+    assert throttle.wait("ann", "2001:db8::1") == 0
+
+
+def test_unlocking_lifts_every_counter_of_the_name_and_says_what_it_lifted(
+        settings: Settings, store: Store) -> None:
+    user, _ = accounts.add(store, "ann")
+    throttle = SignInThrottle(settings, pair_failures=5, name_failures=8)
+    for address in ["203.0.113.9"] * 5 + ["2001:db8::1", "2001:db8::2", "198.51.100.4"]:
+        with pytest.raises(SignInFailed):
+            accounts.sign_in(store, "ann", "not the password", address)
+        throttle.failed("ann", address, user.throttle_epoch)
+    assert throttle.wait("ann", "192.0.2.1", user.throttle_epoch) > 0  # the name alone
+    lifted = accounts.unlock(store, "ann")
+    assert lifted.failures == {"203.0.113.9": 5, "2001:db8::/64": 2, "198.51.100.4": 1}
+    epoch = lifted.user.throttle_epoch
+    assert epoch is not None and epoch != user.throttle_epoch
+    assert accounts.throttle_epoch(store, "ann") == epoch
+    assert throttle.wait("ann", "203.0.113.9", epoch) == 0
+    assert throttle.wait("ann", "192.0.2.1", epoch) == 0
+    entry = store.audit_entries(1)[0]
+    assert (entry.action, entry.detail) == ("user unlocked",
+                                            "ann: 8 failed checks no longer counted")
+    # Unlocked again at once: nothing more to lift (the last unlock bounds the count).
+    assert accounts.unlock(store, "ann").failures == {}
+    with pytest.raises(UserNotFound):
+        accounts.unlock(store, "nobody")
+
+
+def test_a_second_factor_changes_only_with_the_current_code_and_is_audited(
+        store: Store) -> None:
+    user, _ = accounts.add(store, "ann")
+    now = 1_800_000_000.0
+    first, second = accounts.new_totp_secret(), accounts.new_totp_secret()
+    with pytest.raises(WrongCode):
+        accounts.enrol_totp(store, user, first, _not(pyotp.TOTP(first).at(now)), None, now)
+    enrolled = accounts.enrol_totp(store, user, first, pyotp.TOTP(first).at(now), None, now)
+    with pytest.raises(WrongCode):  # a code of the new one is not the current one's
+        accounts.confirm_code(store, enrolled, pyotp.TOTP(second).at(now + 30), None,
+                              "second factor", now + 30)
+    accounts.confirm_code(store, enrolled, pyotp.TOTP(first).at(now + 30), None,
+                          "second factor", now + 30)
+    replaced = accounts.enrol_totp(store, enrolled, second, pyotp.TOTP(second).at(now + 30),
+                                   None, now + 30)
+    assert replaced.totp_secret == second
+    assert accounts.remove_totp(store, replaced, None).totp_secret is None
+    assert [(e.action, e.detail) for e in store.audit_entries(5)] == [
+        ("second factor removed", ""), ("second factor replaced", ""),
+        ("code confirmation failed", "second factor"), ("second factor enrolled", ""),
+        ("second factor refused", "wrong code of the new authenticator")]
+
+
+def _not(code: str) -> str:
+    """A six-digit code other than this one."""
+    return "000000" if code != "000000" else "111111"
 
 
 def test_each_worker_forgets_the_audit_lines_past_their_days_by_itself(store: Store) -> None:

@@ -4,7 +4,11 @@ users add` printed and chooses a password; the owner filters the board, ships, c
 told of an order changed meanwhile, sees a new order appear without a reload, exports the
 filtered orders and signs out; and the refusals: a form posted from another site, a
 cookie copied after sign-out, the sixth wrong password, an address outside
-PETSTORE_CONSOLE_ALLOW. Markup in a pet's name is shown as text.
+PETSTORE_CONSOLE_ALLOW, a page of another site whose name resolves to this machine (DNS
+rebinding: its Host is not one of PETSTORE_CONSOLE_HOSTS). Markup in a pet's name is shown
+as text. A second factor is set up with the server's secret and the password, asked at the
+next sign-in, and replaced only with the password and the current code; its page's
+password is throttled as the sign-in's, until `petstore users unlock` lifts it (D36).
 
 And the catalogue, the keys and the webhooks (D32-D34, D12, D28): a pet added with stock
 goes pending then sold as an API client orders it out, and available again when stock is
@@ -21,9 +25,11 @@ import http.client
 import json
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
+import pyotp
 import pytest
 from selenium.common.exceptions import (
     NoAlertPresentException,
@@ -35,6 +41,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as shown
 from selenium.webdriver.support.ui import WebDriverWait
 
+from tests.conftest import REBOUND_HOST
 from tests.receivers import Received, receiving
 from tests.support import ISSUED_SECRETS, Server, page_elsewhere, serving
 
@@ -126,8 +133,8 @@ def _console_request(server: Server, method: str, path: str, cookie: str,
         conn.close()
 
 
-# The sixth sign-in, sent by the sign-in page itself, to read the answer's status and
-# Retry-After (a page cannot show its own headers).
+# The sixth sign-in (or any page's first form), sent by the page itself, to read the
+# answer's status and Retry-After (a page cannot show its own headers).
 SIXTH_SIGN_IN = """
 const done = arguments[arguments.length - 1];
 const form = document.querySelector("form.stack");
@@ -263,7 +270,7 @@ def test_an_owner_signs_in_works_the_board_and_signs_out(browser: Any, tmp_path:
         browser.get(console)
         _submit(browser, browser.find_element(By.CSS_SELECTOR, "form.sign-out"))
 
-        # The sixth wrong password waits (last: the address waits too).
+        # The sixth wrong password from this address waits.
         for _ in range(5):
             _fill(browser, name="owner", password="not the password at all")
             _submit(browser)
@@ -284,6 +291,121 @@ def test_an_address_outside_the_allow_list_gets_a_refusal(browser: Any,
         status, headers, body = server.request("GET", "/console/sign-in")
     assert status == 403 and headers["content-type"].startswith("text/html")
     assert re.search(rb"PETSTORE_CONSOLE_ALLOW", body)
+
+
+# What a page of another site does once its name resolves to the machine: it is of the same
+# origin as what answers there, so it may post and read the answer.
+REBOUND_SIGN_IN = """
+const done = arguments[arguments.length - 1];
+fetch("/console/sign-in", {method: "POST", body: new URLSearchParams(
+    {name: "owner", password: arguments[0], token: "any"})})
+  .then((r) => r.text().then((text) => done({status: r.status, text: text})),
+        (e) => done({error: String(e)}));
+"""
+
+
+def test_a_page_whose_name_resolves_to_the_machine_gets_a_refusal(browser: Any,
+                                                                 tmp_path: Path) -> None:
+    """DNS rebinding (D36): the browser asks for attacker.rebind.test, which resolves to
+    127.0.0.1 as an attacker's DNS would make it; the console answers that Host with 400
+    and no cookie, and the page's own script, of the same origin, signs in to nothing."""
+    with serving(tmp_path) as server:
+        _first_sign_in(browser, server, f"http://127.0.0.1:{server.port}/console/")
+        foreign = f"http://{REBOUND_HOST}:{server.port}"
+        browser.get(f"{foreign}/console/sign-in")
+        assert browser.find_element(By.TAG_NAME, "h1").text == "That request is not valid"
+        assert "does not answer at this name" in browser.page_source
+        assert "PETSTORE_CONSOLE_HOSTS" in browser.page_source
+        assert browser.get_cookies() == []
+        tried = browser.execute_async_script(REBOUND_SIGN_IN, PASSWORD)
+        assert tried["status"] == 400 and "does not answer at this name" in tried["text"]
+        assert browser.get_cookies() == []
+        status, _, _ = server.request("GET", "/console/sign-in")
+    assert status == 200  # the console's own name still answers
+
+
+def _refusal(browser: Any) -> str:
+    return _text(browser, ".notice.refused")
+
+
+def _open_second_factor(browser: Any, console: str) -> str:
+    """The second factor page; the key it offers."""
+    browser.get(f"{console}account/second-factor")
+    return str(browser.find_element(By.CSS_SELECTOR, "code.secret").text)
+
+
+def test_a_second_factor_is_changed_only_with_the_password(browser: Any,
+                                                           tmp_path: Path) -> None:
+    browser.set_window_size(1280, 1000)
+    with serving(tmp_path) as server:
+        console = f"http://127.0.0.1:{server.port}/console/"
+        _first_sign_in(browser, server, console)
+        secret = _open_second_factor(browser, console)
+        assert not browser.find_elements(By.NAME, "secret")  # the server keeps it
+
+        # A secret of the page's choosing, put into the form with its code: ignored.
+        chosen = pyotp.random_base32(32)
+        browser.execute_script(
+            "const input = document.createElement('input'); input.type = 'hidden';"
+            "input.name = 'secret'; input.value = arguments[0];"
+            "document.getElementById('enrol').appendChild(input);", chosen)
+        _fill(browser, password=PASSWORD, code=pyotp.TOTP(chosen).now())
+        _submit(browser)
+        assert "not the current one" in _refusal(browser)
+        assert _open_second_factor(browser, console) == secret  # still the server's
+
+        # Without the password: nothing.
+        _fill(browser, password="not my password at all", code=pyotp.TOTP(secret).now())
+        _submit(browser)
+        assert _refusal(browser) == "That is not your password; nothing was done."
+        # Each code is good once, and of the step before, now or after: the enrolment
+        # takes the step before, the sign-in now's, the replacement the next.
+        _fill(browser, password=PASSWORD, code=pyotp.TOTP(secret).at(time.time() - 30))
+        _submit(browser)
+        assert browser.current_url == console
+
+        # Asked at the next sign-in.
+        _submit(browser, browser.find_element(By.CSS_SELECTOR, "form.sign-out"))
+        _fill(browser, name="owner", password=PASSWORD)
+        _submit(browser)
+        assert browser.find_element(By.TAG_NAME, "h1").text == (
+            "The code of your authenticator")
+        _fill(browser, code=pyotp.TOTP(secret).now())
+        _submit(browser)
+        assert browser.current_url == console
+
+        # Replacing it asks for the current code too; wrong passwords here are counted as
+        # at the sign-in: with the one above, the sixth waits, even with the right
+        # password and code.
+        _open_second_factor(browser, console)
+        assert browser.find_elements(By.NAME, "current_code")
+        for _ in range(4):
+            _fill(browser, password="a guess at it", current_code="123456", code="123456")
+            _submit(browser)
+            assert _refusal(browser) == "That is not your password; nothing was done."
+        replacement = str(browser.find_element(By.CSS_SELECTOR, "code.secret").text)
+        _fill(browser, password=PASSWORD, current_code=pyotp.TOTP(secret).at(time.time() + 30),
+              code=pyotp.TOTP(replacement).now())
+        sixth = browser.execute_async_script(SIXTH_SIGN_IN)
+        assert sixth["status"] == 429 and 840 < int(sixth["retryAfter"]) <= 900, sixth
+        _submit(browser)
+        assert "Too many wrong passwords" in _refusal(browser)
+
+        # The operator lifts the lock; the owner replaces the authenticator.
+        unlocked = server.petstore("users", "unlock", "owner")
+        assert "Unlocked the console user owner: 5 failed sign-ins" in unlocked.stderr
+        assert unlocked.stdout.split("\n")[1].split() == ["127.0.0.1", "5", "yes"]
+        _fill(browser, password=PASSWORD, current_code=pyotp.TOTP(secret).at(time.time() + 30),
+              code=pyotp.TOTP(replacement).now())
+        _submit(browser)
+        assert browser.current_url == console
+        browser.get(f"{console}audit?user=owner")
+        actions = [row.find_elements(By.TAG_NAME, "td")[3].text
+                   for row in browser.find_elements(By.CSS_SELECTOR, "#audit tbody tr")]
+        for done in ("second factor enrolled", "second factor replaced",
+                     "password confirmation failed", "password confirmation refused",
+                     "second factor refused"):
+            assert done in actions, (done, actions)
 
 
 def _api(server: Server, method: str, path: str, secret: str, body: Any = None,

@@ -193,10 +193,16 @@ def behind_nginx(folder: Path, environ: dict[str, str] | None = None) -> Iterato
         yield Stack(service, https, http, certificate)
 
 
+# The page's settings name the public host the console answers (D36); the clients here reach
+# nginx at 127.0.0.1, which the test names too.
+CONSOLE_HOSTS = "shop.example,127.0.0.1"
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """The page's setup: nginx on the service's host, which the default settings trust."""
-    with behind_nginx(tmp_path_factory.mktemp("deploying")) as stack:
+    with behind_nginx(tmp_path_factory.mktemp("deploying"),
+                      {"PETSTORE_CONSOLE_HOSTS": CONSOLE_HOSTS}) as stack:
         yield stack
 
 
@@ -247,9 +253,19 @@ def test_the_console_behind_the_proxy_gets_host_only_secure_cookies(stack: Stack
     """Through nginx with TLS (D35), the console takes the client's address for its
     allow-list and https for its cookies from the proxy the settings trust: a user signs in
     with Secure __Host- cookies; an address outside PETSTORE_CONSOLE_ALLOW (loopback's
-    127.0.0.1 by default) is refused, whatever nginx's own address."""
+    127.0.0.1 by default) is refused, whatever nginx's own address. The Host nginx passes on
+    is the browser's (D36): the public name of PETSTORE_CONSOLE_HOSTS is answered, another
+    refused with 400 and no cookie."""
     one_time = stack.service.petstore("users", "add", "owner").stdout.strip()
+    settings = block("sh", "PETSTORE_DATABASE=/var/lib/petstore")
+    assert "PETSTORE_CONSOLE_HOSTS=shop.example" in settings
     with stack.client("127.0.0.1") as browser:
+        rebound = browser.get("/console/sign-in", headers={"Host": "rebind.example"})
+        assert rebound.status_code == 400 and "set-cookie" not in rebound.headers
+        assert "does not answer at this name" in rebound.text
+        public = browser.get("/console/sign-in", headers={"Host": "shop.example"})
+        assert public.status_code == 200 and "Secure" in public.headers["set-cookie"]
+        browser.cookies.clear()
         form = browser.get("/console/sign-in")
         assert form.status_code == 200
         assert form.headers["strict-transport-security"] == "max-age=31536000"

@@ -60,19 +60,29 @@ CONSOLE_FORMS_SCHEMA = (
     " created_at DOUBLE PRECISION NOT NULL)",
     "CREATE INDEX idx_console_forms_created_at ON console_forms (created_at)",
 )
+# D36 (migration 13): a user's throttle epoch, made anew by `petstore users unlock`, which
+# the sign-in throttle's counters are keyed by, so that an unlock lifts them on every worker
+# and host whatever the counters' storage; and a session's pending TOTP secret, the one its
+# second factor page shows, kept here so that no form can name another.
+CONSOLE_D36_SCHEMA = (
+    "ALTER TABLE console_users ADD COLUMN throttle_epoch TEXT",
+    "ALTER TABLE console_sessions ADD COLUMN pending_totp_secret TEXT",
+)
 USER_COLUMNS = ("id, name, password_hash, must_change_password, totp_secret, totp_last_step, "
-                "disabled_at, created_at, last_sign_in_at")
-SESSION_COLUMNS = "digest, user_id, token, stage, created_at, seen_at"
+                "disabled_at, created_at, last_sign_in_at, throttle_epoch")
+SESSION_COLUMNS = "digest, user_id, token, stage, created_at, seen_at, pending_totp_secret"
 AUDIT_COLUMNS = "id, at, user_name, address, action, detail"
 # What update_console_user may set, and nothing else.
 USER_EDITABLE = frozenset({"password_hash", "must_change_password", "totp_secret",
-                           "totp_last_step", "disabled_at", "last_sign_in_at"})
+                           "totp_last_step", "disabled_at", "last_sign_in_at",
+                           "throttle_epoch"})
 
 
 @dataclass(frozen=True)
 class ConsoleUser:
     """A console user as stored: the password only as its argon2id hash; the TOTP secret
-    (base32) once a second factor is enrolled, and the last time step it accepted."""
+    (base32) once a second factor is enrolled, and the last time step it accepted; the
+    throttle epoch of its last unlock (D36), None before any."""
 
     id: int
     name: str
@@ -83,6 +93,7 @@ class ConsoleUser:
     disabled_at: str | None
     created_at: str
     last_sign_in_at: str | None
+    throttle_epoch: str | None = None
 
     @property
     def active(self) -> bool:
@@ -92,7 +103,8 @@ class ConsoleUser:
 @dataclass(frozen=True)
 class ConsoleSession:
     """A console session as stored: the digest of its id, its user, its synchronizer token,
-    its stage (app.core.users.sessions) and when it began and was last seen (Unix times)."""
+    its stage (app.core.users.sessions), when it began and was last seen (Unix times), and
+    the TOTP secret its second factor page offers, once shown (D36)."""
 
     digest: str
     user_id: int
@@ -100,6 +112,7 @@ class ConsoleSession:
     stage: str
     created_at: float
     seen_at: float
+    pending_totp_secret: str | None = None
 
 
 @dataclass(frozen=True)
@@ -122,9 +135,9 @@ def user_of(row: Sequence[Any]) -> ConsoleUser:
 
 
 def session_of(row: Sequence[Any]) -> ConsoleSession:
-    digest, user_id, token, stage, created_at, seen_at = row
+    digest, user_id, token, stage, created_at, seen_at, pending = row
     return ConsoleSession(digest, int(user_id), token, stage, float(created_at),
-                          float(seen_at))
+                          float(seen_at), pending)
 
 
 class ConsoleStore(Protocol):
@@ -164,6 +177,11 @@ class ConsoleStore(Protocol):
 
     def console_session(self, digest: str) -> tuple[ConsoleSession, ConsoleUser] | None:
         """The session with this digest and its user, or None."""
+        ...
+
+    def offer_totp_secret(self, digest: str, secret: str) -> str | None:
+        """Keep this TOTP secret as the one the session's second factor page offers (D36),
+        unless it keeps one already; the one it keeps (None: no such session)."""
         ...
 
     def touch_console_session(self, digest: str, seen_at: float) -> None:
@@ -310,9 +328,9 @@ class ConsoleStatements:
                                "RETURNING digest", (replacing,)))
         statements.append((
             f"INSERT INTO console_sessions ({SESSION_COLUMNS}) VALUES ({p}, {p}, {p}, {p}, "
-            f"{p}, {p}) RETURNING digest",
+            f"{p}, {p}, {p}) RETURNING digest",
             (session.digest, session.user_id, session.token, session.stage,
-             session.created_at, session.seen_at)))
+             session.created_at, session.seen_at, session.pending_totp_secret)))
         self._write_batch(statements)
 
     def console_session(self, digest: str) -> tuple[ConsoleSession, ConsoleUser] | None:
@@ -324,7 +342,19 @@ class ConsoleStatements:
                           (digest,))
         if not rows:
             return None
-        return session_of(rows[0][:6]), user_of(rows[0][6:])
+        width = len(SESSION_COLUMNS.split(","))
+        return session_of(rows[0][:width]), user_of(rows[0][width:])
+
+    def offer_totp_secret(self, digest: str, secret: str) -> str | None:
+        """Keep this TOTP secret as the one the session's second factor page offers (D36),
+        unless it keeps one already; the one it keeps (None: no such session). One write,
+        so that of two pages shown at once both offer the secret kept."""
+        p = self.PARAM
+        rows = self._write_rows(
+            "UPDATE console_sessions SET pending_totp_secret = "
+            f"COALESCE(pending_totp_secret, {p}) WHERE digest = {p} "
+            "RETURNING pending_totp_secret", (secret, digest))
+        return str(rows[0][0]) if rows else None
 
     def touch_console_session(self, digest: str, seen_at: float) -> None:
         """Note that the session was seen at this time."""

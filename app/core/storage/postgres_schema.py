@@ -6,7 +6,11 @@ the SQLite store's list, with the same number."""
 
 from __future__ import annotations
 
-from app.core.storage.console_statements import CONSOLE_FORMS_SCHEMA, CONSOLE_SCHEMA
+from app.core.storage.console_statements import (
+    CONSOLE_D36_SCHEMA,
+    CONSOLE_FORMS_SCHEMA,
+    CONSOLE_SCHEMA,
+)
 from app.core.storage.statements import (
     FEED_SCHEMA,
     IDEMPOTENCY_KEYS,
@@ -466,5 +470,7 @@ MIGRATIONS: tuple[str, ...] = (
                for statement in CONSOLE_SCHEMA),
     # 12: the console's forms that show a secret once, each taken by its key (D35).
     ";\n".join(CONSOLE_FORMS_SCHEMA),
+    # 13: a user's throttle epoch and a session's pending TOTP secret (D36).
+    ";\n".join(CONSOLE_D36_SCHEMA),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

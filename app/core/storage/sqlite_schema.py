@@ -8,7 +8,11 @@ from collections.abc import Callable
 
 import sqlite_utils
 
-from app.core.storage.console_statements import CONSOLE_FORMS_SCHEMA, CONSOLE_SCHEMA
+from app.core.storage.console_statements import (
+    CONSOLE_D36_SCHEMA,
+    CONSOLE_FORMS_SCHEMA,
+    CONSOLE_SCHEMA,
+)
 from app.core.storage.sqlite_stock import add_stock_v10
 from app.core.storage.statements import (
     FEED_SCHEMA,
@@ -155,6 +159,12 @@ def _add_console_forms_v12(db: sqlite_utils.Database) -> None:
         db.execute(statement)
 
 
+def _add_console_d36_v13(db: sqlite_utils.Database) -> None:
+    """A user's throttle epoch and a session's pending TOTP secret (D36)."""
+    for statement in CONSOLE_D36_SCHEMA:
+        db.execute(statement)
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _create_schema_v1,
     _add_bans_v2,
@@ -168,5 +178,6 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     add_stock_v10,
     _add_console_v11,
     _add_console_forms_v12,
+    _add_console_d36_v13,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import secrets
 import threading
 import time
+from collections import Counter
+from dataclasses import dataclass
 
 import pyotp
 
@@ -28,10 +31,17 @@ from app.core.errors import (
 from app.core.orders import format_time, purge_periodically, utc_now
 from app.core.storage import Store
 from app.core.storage.console_statements import ConsoleUser
-from app.core.users import passwords
+from app.core.users import passwords, throttle
 
 NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}\Z")
-ISSUER = "Pet Store Orders"  # what an authenticator app shows beside the user's name
+ISSUER = passwords.SHOP_NAME  # what an authenticator app shows beside the user's name
+# The audit log's actions for a failed check that the throttle counts (D36): a wrong
+# password or code at the sign-in, a wrong current password on the password page, a wrong
+# password or current code asked again before a key or a second factor changes. Each is
+# recorded under the user's name (a name that is no user's: under none), which is how
+# `petstore users unlock` says what it lifted.
+COUNTED_FAILURES = frozenset({"sign-in failed", "password change refused",
+                              "password confirmation failed", "code confirmation failed"})
 
 
 def check_name(name: str) -> str:
@@ -105,12 +115,18 @@ def sign_in(store: Store, name: str, password: str, address: str | None) -> Cons
     time (a verification of a hash each), so that the answer tells nothing of who exists.
     Each outcome goes to the audit log."""
     found = store.console_user(name) if NAME.match(name) else None
-    if found is None or not found.active:
+    # A known name's failures go under that name (D36), so that the audit log filtered by
+    # user shows the guesses at it; a name that is no user's goes under none, as detail.
+    if found is None:
         passwords.verify_nobody(password)
         record(store, None, address, "sign-in failed", name[:64])
         raise SignInFailed()
+    if not found.active:
+        passwords.verify_nobody(password)
+        record(store, found.name, address, "sign-in failed", "disabled user")
+        raise SignInFailed()
     if not passwords.verify(found.password_hash, password):
-        record(store, None, address, "sign-in failed", found.name)
+        record(store, found.name, address, "sign-in failed", "wrong password")
         raise SignInFailed()
     changes: dict[str, object] = {"last_sign_in_at": utc_now()}
     if passwords.needs_rehash(found.password_hash):
@@ -128,9 +144,13 @@ def change_password(store: Store, found: ConsoleUser, current: str, new: str,
     if not passwords.verify(found.password_hash, current):
         record(store, found.name, address, "password change refused", "wrong current password")
         raise SignInFailed()
-    checked = passwords.check_new(new, found.name)
-    if passwords.verify(found.password_hash, checked):
-        raise PasswordRefused("Choose a password other than the current one.")
+    try:
+        checked = passwords.check_new(new, found.name)
+        if passwords.verify(found.password_hash, checked):
+            raise PasswordRefused("Choose a password other than the current one.")
+    except PasswordRefused as exc:  # every refusal is in the audit log (D36)
+        record(store, found.name, address, "new password refused", exc.message)
+        raise
     changed = store.update_console_user(found.id, {
         "password_hash": passwords.hash_password(checked), "must_change_password": False})
     store.end_console_sessions(user_id=found.id)
@@ -142,11 +162,58 @@ def change_password(store: Store, found: ConsoleUser, current: str, new: str,
 def confirm_password(store: Store, found: ConsoleUser, password: str, address: str | None,
                      purpose: str) -> None:
     """Ask a signed-in user for the password again before an action that gives a secret
-    away (ASVS 3.7.1: making or rotating an API key); else SignInFailed, recorded with
-    what it was for."""
+    away or changes how the user signs in (ASVS 3.7.1: making or rotating an API key,
+    changing a second factor); else SignInFailed, recorded with what it was for."""
     if not passwords.verify(found.password_hash, password):
         record(store, found.name, address, "password confirmation failed", purpose)
         raise SignInFailed()
+
+
+def throttle_epoch(store: Store, name: str) -> str | None:
+    """The throttle epoch of the user of this name (D36): None for a name that is no
+    user's, and for a user never unlocked."""
+    found = store.console_user(name) if NAME.match(name) else None
+    return found.throttle_epoch if found is not None else None
+
+
+@dataclass(frozen=True)
+class Unlocked:
+    """What `petstore users unlock` lifted: the user's failed checks since `since` (the
+    throttle's window; since the last unlock, if later), by the address as counted."""
+
+    user: ConsoleUser
+    since: str
+    failures: dict[str, int]
+
+
+def unlock(store: Store, name: str, now: dt.datetime | None = None) -> Unlocked:
+    """Lift the throttle's locks of a user (D36): a new throttle epoch, so that the
+    counters of its name, from every address and alone, count no longer, on every worker
+    and host. What it lifted is read from the audit log, which holds every counted
+    failure under the user's name."""
+    found = user(store, name)
+    moment = now or dt.datetime.now(dt.UTC)
+    since = format_time(moment - dt.timedelta(minutes=throttle.WINDOW_MINUTES))
+    # An epoch begins with the id of the user's last audit line when it was made: what an
+    # earlier unlock lifted is not counted again.
+    after = int(found.throttle_epoch.split(" ")[0]) if found.throttle_epoch else 0
+    failures: Counter[str] = Counter()
+    newest, before = after, None
+    while True:
+        page = store.audit_entries(100, before, user_name=found.name)
+        newest = max([newest, *(entry.id for entry in page)])
+        for entry in page:
+            if entry.at >= since and entry.id > after and entry.action in COUNTED_FAILURES:
+                failures[throttle.counted_address(entry.address)] += 1
+        if len(page) < 100 or page[-1].at < since or page[-1].id <= after:
+            break
+        before = page[-1].id
+    epoch = f"{newest} {secrets.token_hex(8)}"
+    changed = store.update_console_user(found.id, {"throttle_epoch": epoch})
+    record(store, None, None, "user unlocked", f"{name}: {sum(failures.values())} failed "
+                                               "checks no longer counted")
+    assert changed is not None
+    return Unlocked(changed, since, dict(failures.most_common()))
 
 
 # TOTP (RFC 6238): 30-second steps, 6 digits, SHA-1, as every authenticator app reads an
@@ -189,16 +256,43 @@ def check_code(store: Store, found: ConsoleUser, code: str, address: str | None,
     record(store, found.name, address, "signed in (code)", "")
 
 
+def confirm_code(store: Store, found: ConsoleUser, code: str, address: str | None,
+                 purpose: str, now: float | None = None) -> None:
+    """Ask a signed-in user with a second factor for its current code again, before the
+    second factor changes (D36); else WrongCode, recorded with what it was for. A code is
+    good once, here as at the sign-in."""
+    step = (_accepted_step(found.totp_secret, code, time.time() if now is None else now)
+            if found.totp_secret else None)
+    if step is None or not store.use_totp_step(found.id, step):
+        record(store, found.name, address, "code confirmation failed", purpose)
+        raise WrongCode()
+
+
 def enrol_totp(store: Store, found: ConsoleUser, secret: str, code: str,
                address: str | None, now: float | None = None) -> ConsoleUser:
-    """Make the secret the user's second factor, once a code of it proves that the user's
-    authenticator holds it; else WrongCode."""
+    """Make the secret the user's second factor (in place of any before), once a code of
+    it proves that the user's authenticator holds it; else WrongCode. The secret is the
+    one the server offered (D36), and the caller has asked for the password and the
+    current code first. Either outcome is in the audit log."""
     step = _accepted_step(secret, code, time.time() if now is None else now)
     if step is None:
+        record(store, found.name, address, "second factor refused",
+               "wrong code of the new authenticator")
         raise WrongCode()
     changed = store.update_console_user(found.id, {"totp_secret": secret,
                                                    "totp_last_step": step})
-    record(store, found.name, address, "second factor enrolled", "")
+    record(store, found.name, address, "second factor replaced" if found.totp_secret
+           else "second factor enrolled", "")
+    assert changed is not None
+    return changed
+
+
+def remove_totp(store: Store, found: ConsoleUser, address: str | None) -> ConsoleUser:
+    """Remove the user's second factor (the caller has asked for the password and the
+    current code, and PETSTORE_CONSOLE_REQUIRE_TOTP is off); in the audit log."""
+    changed = store.update_console_user(found.id, {"totp_secret": None,
+                                                   "totp_last_step": None})
+    record(store, found.name, address, "second factor removed", "")
     assert changed is not None
     return changed
 

@@ -74,6 +74,24 @@ def test_sessions_are_found_by_digest_and_end_one_or_all(store: Store) -> None:
     assert store.console_session("a2") is None and store.console_session("b1") is not None
 
 
+def test_a_session_keeps_the_totp_secret_its_page_offers(store: Store) -> None:
+    """D36: the second factor page's secret is the server's, kept with the session; a new
+    session (the next step) starts without one, and a user's throttle epoch is kept."""
+    ann = store.create_console_user("ann", "hash", NOW)
+    store.create_console_session(_session(ann.id, "a1"))
+    assert store.offer_totp_secret("a1", "S" * 32) == "S" * 32
+    assert store.offer_totp_secret("a1", "T" * 32) == "S" * 32  # the first is kept
+    found = store.console_session("a1")
+    assert found is not None and found[0].pending_totp_secret == "S" * 32
+    assert store.offer_totp_secret("gone", "S" * 32) is None
+    store.create_console_session(_session(ann.id, "a2"), replacing="a1")
+    again = store.console_session("a2")
+    assert again is not None and again[0].pending_totp_secret is None
+    unlocked = store.update_console_user(ann.id, {"throttle_epoch": "e1"})
+    assert unlocked is not None and unlocked.throttle_epoch == "e1"
+    assert store.console_user("ann") == unlocked
+
+
 def test_a_new_session_replaces_the_one_before_in_one_step(store: Store) -> None:
     ann = store.create_console_user("ann", "hash", NOW)
     store.create_console_session(_session(ann.id, "old"))

@@ -1,0 +1,172 @@
+"""A second factor (D35, D36), as a signed-in visitor sees it: enrolled with the server's
+secret (a form's own is ignored), the password and a code of the new authenticator, then
+asked at each sign-in; replaced only with the password and the current code; removed the
+same way unless every user must have one; each step, and each refusal, in the audit log;
+and the password asked here counted by the throttle as at the sign-in."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pyotp
+from connexion import FlaskApp
+
+from app.core.config import Settings
+from app.core.storage import Store
+from app.web import create_app
+from tests.console.conftest import GOOD, Visitor
+
+PAGE = "/console/account/second-factor"
+REMOVE = "/console/account/second-factor/remove"
+
+
+def _offered(page: str) -> str:
+    """The secret the page offers, as its key shows it."""
+    found = re.search(r'<code class="secret">([A-Z2-7]{32})</code>', page)
+    assert found, "the page offers no secret"
+    return found.group(1)
+
+
+def _other(code: str) -> str:
+    return "000000" if code != "000000" else "111111"
+
+
+def _enrol(visitor: Visitor) -> str:
+    """Enrol the secret the page offers; its secret."""
+    visitor.get(PAGE)
+    secret = _offered(visitor.page)
+    enrolled = visitor.post(PAGE, {"password": GOOD, "code": pyotp.TOTP(secret).now()})
+    assert enrolled.status_code == 303, enrolled.text[:500]
+    visitor.follow(enrolled)
+    return secret
+
+
+def _actions(store: Store, count: int) -> list[tuple[str | None, str, str]]:
+    return [(e.user_name, e.action, e.detail) for e in store.audit_entries(count)]
+
+
+def test_the_second_factor_is_enrolled_then_asked_at_each_sign_in(
+        signed_in: Visitor, store: Store) -> None:
+    page = signed_in.get(PAGE)
+    assert page.status_code == 200 and "Scan this code" in page.text
+    # The code is drawn as markup, with no script of its own (the one script is every
+    # page's, which sends a form once a click).
+    assert "<svg" in page.text and re.findall(r"<script[^>]*>", page.text) == [
+        '<script src="/console/static/forms.js" defer>']
+    assert 'id="otpauth">otpauth://totp/Pet%20Store%20Orders:owner?secret=' in page.text
+    secret = _offered(page.text)
+    assert 'name="secret"' not in page.text  # the server keeps it, not the form
+    assert _offered(signed_in.get(PAGE).text) == secret  # the same, page after page
+    wrong = signed_in.post(PAGE, {"password": GOOD, "code": "12345"})
+    assert wrong.status_code == 200 and "not the current one" in wrong.text
+    assert _actions(store, 1) == [("owner", "second factor refused",
+                                   "wrong code of the new authenticator")]
+    enrolled = signed_in.post(PAGE, {"password": GOOD, "code": pyotp.TOTP(secret).now()})
+    assert enrolled.headers["location"] == "/console/"
+    assert _actions(store, 1) == [("owner", "second factor enrolled", "")]
+    signed_in.follow(enrolled)
+    signed_in.follow(signed_in.post("/console/sign-out"))
+    asked = signed_in.sign_in("owner", GOOD)
+    assert asked.headers["location"] == "/console/sign-in/code"
+    assert signed_in.get("/console/").headers["location"] == "/console/sign-in/code"
+    signed_in.get("/console/sign-in/code")
+    # The code that enrolled it was used; the next step's is good.
+    later = pyotp.TOTP(secret).at(time.time() + 30)
+    opened = signed_in.post("/console/sign-in/code", {"code": later})
+    assert opened.headers["location"] == "/console/"
+
+
+def test_a_secret_of_the_forms_choosing_is_never_enrolled(signed_in: Visitor,
+                                                          store: Store) -> None:
+    """The issue's attack: with a session, a secret of the browser's choosing and its
+    code. The form's secret is ignored, so its code is not the offered secret's."""
+    signed_in.get(PAGE)
+    chosen = pyotp.random_base32(32)
+    sent = signed_in.post(PAGE, {"secret": chosen, "password": GOOD,
+                                 "code": pyotp.TOTP(chosen).now()})
+    assert sent.status_code == 200 and "not the current one" in sent.text
+    assert store.console_user("owner").totp_secret is None  # type: ignore[union-attr]
+
+
+def test_enrolling_needs_the_password(signed_in: Visitor, store: Store) -> None:
+    signed_in.get(PAGE)
+    secret = _offered(signed_in.page)
+    refused = signed_in.post(PAGE, {"password": "not the password",
+                                    "code": pyotp.TOTP(secret).now()})
+    assert refused.status_code == 403
+    assert "That is not your password; nothing was done." in refused.text
+    assert store.console_user("owner").totp_secret is None  # type: ignore[union-attr]
+    assert _actions(store, 1) == [("owner", "password confirmation failed", "second factor")]
+
+
+def test_replacing_it_needs_the_password_and_the_current_code(signed_in: Visitor,
+                                                              store: Store) -> None:
+    first = _enrol(signed_in)
+    signed_in.get(PAGE)
+    assert "Code of your current authenticator" in signed_in.page
+    second = _offered(signed_in.page)
+    assert second != first
+    new_code = pyotp.TOTP(second).now()
+    without = signed_in.post(PAGE, {"password": GOOD, "code": new_code})
+    assert without.status_code == 403 and "not the current code" in without.text
+    wrong = signed_in.post(PAGE, {"password": GOOD, "code": new_code,
+                                  "current_code": _other(pyotp.TOTP(first).at(time.time() + 30))})
+    assert wrong.status_code == 403
+    assert store.console_user("owner").totp_secret == first  # type: ignore[union-attr]
+    assert _actions(store, 1) == [("owner", "code confirmation failed", "second factor")]
+    replaced = signed_in.post(PAGE, {"password": GOOD, "code": new_code,
+                                     "current_code": pyotp.TOTP(first).at(time.time() + 30)})
+    assert replaced.status_code == 303
+    assert store.console_user("owner").totp_secret == second  # type: ignore[union-attr]
+    assert _actions(store, 1) == [("owner", "second factor replaced", "")]
+
+
+def test_removing_it_needs_the_password_and_the_current_code(signed_in: Visitor,
+                                                             store: Store) -> None:
+    secret = _enrol(signed_in)
+    signed_in.get(PAGE)
+    assert 'action="/console/account/second-factor/remove"' in signed_in.page
+    later = pyotp.TOTP(secret).at(time.time() + 30)
+    refused = signed_in.post(REMOVE, {"password": "not the password", "current_code": later})
+    assert refused.status_code == 403
+    assert store.console_user("owner").totp_secret == secret  # type: ignore[union-attr]
+    removed = signed_in.post(REMOVE, {"password": GOOD, "current_code": later})
+    assert removed.status_code == 303, re.findall(r'role="alert">([^<]+)<', removed.text)
+    assert store.console_user("owner").totp_secret is None  # type: ignore[union-attr]
+    assert _actions(store, 1) == [("owner", "second factor removed", "")]
+    signed_in.follow(removed)
+    signed_in.follow(signed_in.post("/console/sign-out"))
+    assert signed_in.sign_in("owner", GOOD).headers["location"] == "/console/"
+
+
+def test_a_required_second_factor_is_not_removed(console_settings: Settings, store: Store,
+                                                 owner: str) -> None:
+    with create_app(console_settings.replace(console_require_totp=True)).test_client() as c:
+        visitor = Visitor(c)
+        visitor.follow(visitor.sign_in(owner, GOOD))
+        secret = _offered(visitor.page)
+        visitor.follow(visitor.post(PAGE, {"password": GOOD,
+                                           "code": pyotp.TOTP(secret).now()}))
+        visitor.get(PAGE)
+        assert "/remove" not in visitor.page
+        refused = visitor.post(REMOVE, {"password": GOOD, "current_code":
+                                        pyotp.TOTP(secret).at(time.time() + 30)})
+        assert refused.status_code == 403 and "asks every user" in refused.text
+    assert store.console_user("owner").totp_secret == secret  # type: ignore[union-attr]
+
+
+def test_the_password_asked_here_is_throttled_as_at_the_sign_in(
+        app: FlaskApp, signed_in: Visitor, store: Store) -> None:
+    signed_in.get(PAGE)
+    secret = _offered(signed_in.page)
+    for _ in range(5):
+        assert signed_in.post(PAGE, {"password": "a guess", "code": "123456"}
+                              ).status_code == 403
+    sixth = signed_in.post(PAGE, {"password": GOOD, "code": pyotp.TOTP(secret).now()})
+    assert sixth.status_code == 429 and "Too many wrong passwords" in sixth.text
+    assert 14 * 60 < int(sixth.headers["retry-after"]) <= 15 * 60
+    assert store.console_user("owner").totp_secret is None  # type: ignore[union-attr]
+    # The keys page's password too: one name, one address, one count.
+    signed_in.get("/console/keys")
+    assert signed_in.post("/console/keys", {"password": GOOD}).status_code == 429

@@ -30,6 +30,7 @@ from app.console.blueprint import (
     query_id,
     render,
     store,
+    version_of,
     visitor,
 )
 from app.core import pets
@@ -212,13 +213,6 @@ def pet_page(pet_id: str) -> Page:
     return _pet_view(path_id(pet_id))
 
 
-def _version_of(form: Any) -> int:
-    version = form.get("version", "")
-    if not version.isdigit():
-        flask.abort(400, description="The form lacks the version of the pet it showed.")
-    return int(version)
-
-
 def _done(pet_id: int, done: str) -> Page:
     return flask.redirect(flask.url_for("console.pet_page", pet_id=pet_id, done=done,
                                         pet=pet_id), 303)
@@ -240,7 +234,7 @@ def edit_pet(pet_id: str) -> Page:
     """Save the edit form, only at the version the page showed (D25)."""
     number = path_id(pet_id)
     form = flask.request.form
-    version = _version_of(form)
+    version = version_of(form, "pet")
     try:
         pets.update(store(), number, _pet_body(form), version)
     except PreconditionFailed:

@@ -18,4 +18,5 @@ def register(app: flask.Flask, services: Services, plans: dict[str, Plan]) -> No
     """Serve the console's pages from app, over the service's services and the plans of
     x-plans (D11)."""
     app.extensions[STATE] = Console(services, SignInThrottle(services.settings), plans)
+    app.url_map.converters["rest"] = errors.Rest  # before the blueprint's rules use it
     app.register_blueprint(console)

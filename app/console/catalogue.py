@@ -50,7 +50,8 @@ PAGE_SIZE = 100  # pets a page
 # The fields as the forms label them, for the rules' sentences.
 LABELS = {"name": "Name", "category": "Category", "tags": "Tags", "tag": "Tag",
           "photoUrls": "Photo URLs", "stock": "Stock", "delta": "Units",
-          "reason": "Reason", "status": "Status", "body": "The form"}
+          "reason": "Reason", "status": "Status", "direction": "What to do", "body": "The form"}
+DIRECTIONS = ("receive", "write-off")  # the stock form's choices
 # The refusals shown on the form that was sent (a 409: the pet's state refused it).
 CONFLICTS = (StockBelowReserved, StockNotTracked, IdempotencyKeyReused, IdempotencyKeyInUse)
 
@@ -257,7 +258,10 @@ def adjust_stock(pet_id: str) -> Page:
     number = path_id(pet_id)
     form = flask.request.form
     key = form_key_of(form)
-    direction = form.get("direction", "receive")
+    direction = form.get("direction", "")
+    if direction not in DIRECTIONS:  # never taken for one of them: refused, and recorded
+        return _refused(number, "adjust stock",
+                        InvalidParameter("direction", "enum", {"enum": DIRECTIONS}))
     units = form.get("units", "").strip()
     reason = form.get("reason", "").strip() or None
     delta: Any = int(units) if re.fullmatch(r"[0-9]{1,12}", units) else units

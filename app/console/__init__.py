@@ -4,6 +4,7 @@ the service's own Flask app, over the same core rules as the API.
 - blueprint.py: the blueprint, what the running console holds, and how a page is rendered;
 - guard.py: what every request passes first: the address allow-list, the session, the
   origin check and the synchronizer token of every POST, and the stage a page needs;
+- inputs.py: what the console takes of a request's text (no NUL, whichever the store);
 - auth.py: signing in (password, then the authenticator's code), the first password
   change, enrolling a second factor, signing out;
 - board.py: the orders board (v2's filters, sorts and pages), its actions, the CSV export

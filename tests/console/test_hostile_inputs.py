@@ -7,7 +7,7 @@ follow), and in every other such name the console uses anywhere, with doubled sl
 its path; signed in (a session at the open stage, kept open through the run) and signed
 out; every POST with the session's token (signed out, the sign-in form's) and from the
 console's origin, so that it reaches its view. None answers 5xx, and the run logs no
-error, so no traceback."""
+error, so no traceback: over each store, SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -54,6 +55,15 @@ FLASKS_OWN = {"HEAD", "OPTIONS"}
 PAGING = {"cursor", "before"}
 CATALOGUE = [{"id": 10, "name": "Rex", "category": "dog", "tags": ["good"], "stock": 5},
              {"id": 20, "name": "Tom", "category": "cat"}]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    """Over each store: PostgreSQL's text refuses a NUL that SQLite's keeps (a database of
+    the test's own on PETSTORE_TEST_POSTGRES_URL's server; skipped where it is not set)."""
+    database = (str(tmp_path / "petstore.db") if request.param == "sqlite"
+                else request.getfixturevalue("postgres_database"))
+    return Settings(database=database, validate_responses=True)
 
 
 @pytest.fixture
@@ -311,8 +321,8 @@ def test_what_the_issue_found_is_each_a_page_that_says_so(app: FlaskApp, signed_
                                                           store: Store) -> None:
     """An id past int64 names no page (404: D7's range, the store's), in a path; in a
     filter it is the form's error, as a date past the calendar is; a version that is no
-    whole number within int64 is the form's 400; a doubled slash is no page, signed in or
-    not."""
+    whole number within int64 is the form's 400, and so is a NUL anywhere; a doubled slash
+    is no page, signed in or not."""
     store.import_pets(CATALOGUE)
     for path in (f"/console/pets/{INT64_PAST}", "/console/webhooks/9999999999999999999"):
         page = signed_in.get(path)
@@ -338,6 +348,9 @@ def test_what_the_issue_found_is_each_a_page_that_says_so(app: FlaskApp, signed_
             assert f"The form lacks the version of the {what} it showed." in refused.text
     assert store.get_versioned_order(1)[0]["status"] == "pending"  # type: ignore[index]
     assert signed_in.get("/console/audit?before=²").status_code == 400
+    for path in ("/console/audit?user=%00", "/console/pets?tag=a%00"):  # PostgreSQL's 500s
+        refused = signed_in.get(path)
+        assert refused.status_code == 400 and "holds a NUL character" in refused.text, path
     with app.test_client() as stranger:
         for client in (signed_in.client, stranger):
             for path in ("/console//orders", "/console///", "/console//sign-in"):

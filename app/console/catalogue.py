@@ -259,7 +259,7 @@ def adjust_stock(pet_id: str) -> Page:
     form = flask.request.form
     key = form_key_of(form)
     direction = form.get("direction", "")
-    if direction not in DIRECTIONS:  # never taken for one of them: refused, and recorded
+    if direction not in DIRECTIONS:  # sideways, or none, is neither: refused, and recorded
         return _refused(number, "adjust stock",
                         InvalidParameter("direction", "enum", {"enum": DIRECTIONS}))
     units = form.get("units", "").strip()

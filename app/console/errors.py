@@ -34,9 +34,10 @@ def bare() -> Page:
 
 
 class Rest(PathConverter):
-    """The rest of a path, whatever it holds: path's takes none that starts with a slash
-    (/console//orders, /console///) or holds a newline, and those would not reach the
-    blueprint. pages.register puts it on the app's URL map as "rest"."""
+    """The rest of a path, whatever it holds. werkzeug's path converter takes none that
+    starts with a slash (/console//orders, /console///) or holds a newline: those would
+    reach no rule of the blueprint. pages.register adds it to the app's URL map as
+    "rest"."""
 
     regex = r"[\s\S]+?"
     part_isolating = False  # it takes slashes

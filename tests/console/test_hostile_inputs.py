@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 from connexion import FlaskApp
+from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Rule
 
 from app.console.blueprint import PUBLIC, stages_of
@@ -47,7 +48,8 @@ HOSTILE = {
     "a newline": "\n",
     "a negative": "-1",
 }
-# What Flask answers for every GET and any rule, not a view: HEAD is the GET's view.
+# The methods Flask adds to a rule itself: OPTIONS is its own answer, and HEAD runs the
+# view of the GET, which is sent.
 FLASKS_OWN = {"HEAD", "OPTIONS"}
 # The names of the links to a next page, which a page shows only past its hundred rows (an
 # endpoint's fifty deliveries), more than this test's store holds: sent alone, each value,
@@ -186,7 +188,7 @@ class Console:
     def matched(self, url: str, method: str) -> tuple[Rule, dict[str, Any]] | None:
         try:
             rule, values = self.routing.match(urlsplit(url).path, method, return_rule=True)
-        except Exception:  # a URL of no rule for this method
+        except HTTPException:  # a URL of no rule for this method (404, 405, a redirect)
             return None
         return rule, values
 

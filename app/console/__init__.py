@@ -5,6 +5,7 @@ the service's own Flask app, over the same core rules as the API.
 - guard.py: what every request passes first: the Host (D36), the address allow-list, the
   session, the origin check and the synchronizer token of every POST, and the stage a page
   needs;
+- inputs.py: what the console takes of a request's text (no NUL, whichever the store);
 - auth.py: signing in (password, then the authenticator's code), the first password
   change, enrolling, replacing or removing a second factor, signing out;
 - checks.py: every check of a password or a code, throttled alike, and the password (and

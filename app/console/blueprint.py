@@ -15,7 +15,7 @@ import flask
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as Page  # a page or a redirect: what views answer
 
-from app.core.orders import IDEMPOTENCY_KEY_MAX
+from app.core.orders import IDEMPOTENCY_KEY_MAX, INT64_MAX, INT64_MIN
 from app.core.quotas.plans import Plan
 from app.core.services import Services
 from app.core.storage import Store
@@ -94,22 +94,51 @@ def render(template: str, status: int = 200, headers: dict[str, str] | None = No
     return flask.Response(body, status, headers=headers, mimetype="text/html")
 
 
+# A whole number as a form or a URL of the console may write it: plain ASCII decimal digits
+# (str.isdigit() takes "²", which int() refuses, and int() reads "١٢" as 12: neither is one).
+DECIMAL = re.compile(r"-?[0-9]{1,19}\Z")
 # An id as the console's own links and forms write it (an order's, a pet's, a key's, an
 # endpoint's): anything else in a URL is no page of the console.
 ID = re.compile(r"[1-9][0-9]{0,18}\Z")
 
 
+def int64_of(text: str, least: int = INT64_MIN) -> int | None:
+    """text as a whole number from least up to int64's largest, the range the store holds
+    (D7, the API's own rule: 9223372036854775808 is past it, and SQLite's integers
+    overflow), or None for anything else."""
+    if not DECIMAL.match(text):
+        return None
+    number = int(text)
+    return number if least <= number <= INT64_MAX else None
+
+
+def id_of(text: str) -> int | None:
+    """An id, written as the console writes one, within the store's range (D7); else
+    None. Every id a page reads, in its path, its query or its form, is parsed here."""
+    return int64_of(text, 1) if ID.match(text) else None
+
+
 def path_id(text: str) -> int:
-    """An id from a page's path; 404 for anything that is not one."""
-    if not ID.match(text):
+    """An id from a page's path; 404 for anything that is not one, an id past int64
+    included (no page can have it)."""
+    number = id_of(text)
+    if number is None:
         flask.abort(404)
-    return int(text)
+    return number
 
 
 def query_id(name: str) -> int | None:
     """An id from the URL's query (the one a redirect after an action names), or None."""
-    text = flask.request.args.get(name, "")
-    return int(text) if ID.match(text) else None
+    return id_of(flask.request.args.get(name, ""))
+
+
+def version_of(form: Any, what: str) -> int:
+    """The version of the order or pet (what) that the form's page showed (D25); 400 for
+    a form without one, or with anything but a whole number within int64 (D7)."""
+    version = int64_of(form.get("version", ""), 0)
+    if version is None:
+        flask.abort(400, description=f"The form lacks the version of the {what} it showed.")
+    return version
 
 
 def notice(done: dict[str, str],

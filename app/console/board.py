@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -27,11 +26,13 @@ from app.console.blueprint import (
     Page,
     address,
     console,
+    int64_of,
     notice,
     path_id,
     query_id,
     render,
     store,
+    version_of,
     visitor,
 )
 from app.core import feed, orders, paging
@@ -75,13 +76,14 @@ class Board:
 
 def _day(text: str, name: str, after: bool = False) -> str:
     """A date of the form (YYYY-MM-DD) as the start of that day in UTC, or of the next
-    day (after: the board's "to" includes its day; v2's shipDateTo is exclusive)."""
+    day (after: the board's "to" includes its day; v2's shipDateTo is exclusive). A date
+    past the calendar is refused as one that is not a date: 9999-12-31 has no next day."""
     try:
         day = dt.date.fromisoformat(text)
-    except ValueError:
+        if after:
+            day += dt.timedelta(days=1)
+    except (ValueError, OverflowError):
         raise InvalidParameter(name, "date_time_range") from None
-    if after:
-        day += dt.timedelta(days=1)
     return f"{day.isoformat()}T00:00:00Z"
 
 
@@ -92,13 +94,14 @@ def board_of(args: Any) -> Board:
             "complete": args.get("complete", ""), "from": args.get("from", ""),
             "to": args.get("to", ""), "sort": args.get("sort", DEFAULT_SORT)}
     try:
-        pet = form["petId"]
-        if pet and not re.fullmatch(r"-?[0-9]{1,19}", pet):
-            raise InvalidParameter("petId", "type", {"type": "integer"})
+        pet = int64_of(form["petId"]) if form["petId"] else None  # D7's range, as v2's
+        if form["petId"] and pet is None:
+            raise InvalidParameter("petId", "type", {
+                "type": "integer", "minimum": orders.INT64_MIN, "maximum": orders.INT64_MAX})
         if form["complete"] not in ("", "true", "false"):
             raise InvalidParameter("complete", "type", {"type": "boolean"})
         query = paging.order_query(
-            status=statuses, pet_id=int(pet) if pet else None,
+            status=statuses, pet_id=pet,
             complete=None if not form["complete"] else form["complete"] == "true",
             ship_date_from=_day(form["from"], "shipDateFrom") if form["from"] else None,
             ship_date_to=_day(form["to"], "shipDateTo", after=True) if form["to"] else None,
@@ -212,9 +215,7 @@ def act(order_id: str, action: str) -> Page:
     _, user = visitor()
     assert user is not None
     form = flask.request.form
-    version = int(form["version"]) if form.get("version", "").isdigit() else None
-    if version is None:
-        flask.abort(400, description="The form lacks the version of the order it showed.")
+    version = version_of(form, "order")
     found = store()
     try:
         if action == "ship":

@@ -30,6 +30,7 @@ from app.console.blueprint import (
     query_id,
     render,
     store,
+    version_of,
     visitor,
 )
 from app.core import pets
@@ -49,7 +50,8 @@ PAGE_SIZE = 100  # pets a page
 # The fields as the forms label them, for the rules' sentences.
 LABELS = {"name": "Name", "category": "Category", "tags": "Tags", "tag": "Tag",
           "photoUrls": "Photo URLs", "stock": "Stock", "delta": "Units",
-          "reason": "Reason", "status": "Status", "body": "The form"}
+          "reason": "Reason", "status": "Status", "direction": "What to do", "body": "The form"}
+DIRECTIONS = ("receive", "write-off")  # the stock form's choices
 # The refusals shown on the form that was sent (a 409: the pet's state refused it).
 CONFLICTS = (StockBelowReserved, StockNotTracked, IdempotencyKeyReused, IdempotencyKeyInUse)
 
@@ -212,13 +214,6 @@ def pet_page(pet_id: str) -> Page:
     return _pet_view(path_id(pet_id))
 
 
-def _version_of(form: Any) -> int:
-    version = form.get("version", "")
-    if not version.isdigit():
-        flask.abort(400, description="The form lacks the version of the pet it showed.")
-    return int(version)
-
-
 def _done(pet_id: int, done: str) -> Page:
     return flask.redirect(flask.url_for("console.pet_page", pet_id=pet_id, done=done,
                                         pet=pet_id), 303)
@@ -240,7 +235,7 @@ def edit_pet(pet_id: str) -> Page:
     """Save the edit form, only at the version the page showed (D25)."""
     number = path_id(pet_id)
     form = flask.request.form
-    version = _version_of(form)
+    version = version_of(form, "pet")
     try:
         pets.update(store(), number, _pet_body(form), version)
     except PreconditionFailed:
@@ -263,7 +258,10 @@ def adjust_stock(pet_id: str) -> Page:
     number = path_id(pet_id)
     form = flask.request.form
     key = form_key_of(form)
-    direction = form.get("direction", "receive")
+    direction = form.get("direction", "")
+    if direction not in DIRECTIONS:  # sideways, or none, is neither: refused, and recorded
+        return _refused(number, "adjust stock",
+                        InvalidParameter("direction", "enum", {"enum": DIRECTIONS}))
     units = form.get("units", "").strip()
     reason = form.get("reason", "").strip() or None
     delta: Any = int(units) if re.fullmatch(r"[0-9]{1,12}", units) else units

@@ -1,7 +1,9 @@
 """The console's errors as pages (D35): 403, 404, 405, 409, 429 and 500 are HTML for a person,
 never the API's Error bodies (the console layer keeps its requests away from Connexion's
 exception middleware, app/web/console.py). Flask finds a blueprint's handlers only for
-URLs routed to it, so any other path under /console/ is routed to not_found here."""
+URLs routed to it, so any other path under /console/ is routed to not_found here: doubled
+slashes included, which werkzeug would otherwise merge into a redirect raised outside the
+blueprint (where only Connexion's handler, for the API's errors, would find it: a 500)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import logging
 
 import flask
 from werkzeug.exceptions import HTTPException, NotFound
+from werkzeug.routing import PathConverter
 
 from app.console.blueprint import PUBLIC, FormInFlight, Page, console, needs, render
 from app.core.errors import StoreUnavailable
@@ -30,14 +33,25 @@ def bare() -> Page:
     return flask.redirect(flask.url_for("console.home"), 308)
 
 
+class Rest(PathConverter):
+    """The rest of a path, whatever it holds. werkzeug's path converter takes none that
+    starts with a slash (/console//orders, /console///) or holds a newline: those would
+    reach no rule of the blueprint. pages.register adds it to the app's URL map as
+    "rest"."""
+
+    regex = r"[\s\S]+?"
+    part_isolating = False  # it takes slashes
+
+
 @console.route("/", methods=[m for m in METHODS if m not in ("GET", "HEAD", "OPTIONS")],
                defaults={"rest": ""})
-@console.route("/<path:rest>", methods=METHODS)
+@console.route("/<rest:rest>", methods=METHODS)
 @needs(PUBLIC)
 def not_found(rest: str) -> Page:
-    """Any path under /console/ that is no page of the console, and any method a page
-    does not take: a 404 page (Flask would send a path it routes to no view of the
-    blueprint past the blueprint's error pages)."""
+    """Any path under /console/ that is no page of the console (one with a doubled slash
+    too: a 404, as the API's are by D7, never a redirect), and any method a page does not
+    take: a 404 page (Flask would send a path it routes to no view of the blueprint past
+    the blueprint's error pages)."""
     raise NotFound()
 
 

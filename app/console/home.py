@@ -6,7 +6,7 @@ import datetime as dt
 
 import flask
 
-from app.console.blueprint import Page, console, render, state, store
+from app.console.blueprint import Page, console, query_id, render, state, store
 from app.core import pets
 
 
@@ -30,10 +30,13 @@ def audit() -> Page:
     """The audit log, newest first, a page at a time, filtered by user and by action
     (each chosen from what the log holds)."""
     args = flask.request.args
-    before = args.get("before", "")
+    before = query_id("before")
+    if before is None and args.get("before"):
+        flask.abort(400, description="This page's link is not one the audit log made; start "
+                                     "from the first page.")
     user, action = args.get("user", ""), args.get("action", "")
     found = store()
-    entries = found.audit_entries(AUDIT_PAGE, int(before) if before.isdigit() else None,
+    entries = found.audit_entries(AUDIT_PAGE, before,
                                   user_name=user or None, action=action or None)
     older = entries[-1].id if len(entries) == AUDIT_PAGE else None
     users, actions = found.audit_names()

@@ -170,7 +170,7 @@ def test_stock_is_received_and_written_off_once_for_each_form(signed_in: Visitor
     assert "&lt;b&gt;ill&lt;/b&gt;" in audit and "<b>ill" not in audit
     signed_in.get("/console/pets/30")
     zero = signed_in.post("/console/pets/30/stock", {
-        "key": _field(signed_in.page, "key"), "units": "0"})
+        "key": _field(signed_in.page, "key"), "direction": "receive", "units": "0"})
     assert zero.status_code == 400 and "Units must not be 0" in zero.text
 
 
@@ -178,10 +178,29 @@ def test_a_stock_not_tracked_cannot_be_adjusted(signed_in: Visitor, store: Store
     store.import_pets(CATALOGUE)
     signed_in.get("/console/pets/20")
     refused = signed_in.post("/console/pets/20/stock", {
-        "key": _field(signed_in.page, "key"), "units": "3"})
+        "key": _field(signed_in.page, "key"), "direction": "receive", "units": "3"})
     assert refused.status_code == 409
     assert "The stock of pet 20 is not tracked, so it cannot be adjusted" in refused.text
     assert _audit(store, 1)[0][1] == "adjust stock refused"
+
+
+def test_a_stock_form_of_no_known_direction_is_refused_and_recorded(signed_in: Visitor,
+                                                                    store: Store) -> None:
+    """Only receive and write-off: "sideways", or none, is neither, never a receipt."""
+    store.import_pets(CATALOGUE)
+    signed_in.get("/console/pets/30")
+    sideways = signed_in.post("/console/pets/30/stock", {
+        "key": _field(signed_in.page, "key"), "direction": "sideways", "units": "3"})
+    assert sideways.status_code == 400
+    assert "What to do must be one of receive, write-off." in sideways.text
+    none = signed_in.post("/console/pets/30/stock", {
+        "key": _field(signed_in.page, "key"), "units": "3"})
+    assert none.status_code == 400 and "What to do must be one of" in none.text
+    assert _figures(none.text)["stock"] == "3"
+    assert store.get_versioned_pet(30)[0]["stock"] == 3  # type: ignore[index]
+    refusal = ("owner", "adjust stock refused",
+               "pet 30: What to do must be one of receive, write-off.")
+    assert _audit(store, 2) == [refusal, refusal]
 
 
 def test_a_withdrawn_pet_takes_no_new_order_and_stays(signed_in: Visitor,

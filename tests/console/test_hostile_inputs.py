@@ -31,7 +31,7 @@ from app.core import keys, webhooks
 from app.core.config import Settings
 from app.core.storage import Store
 from app.core.users import sessions
-from tests.console.conftest import ORIGIN, Visitor
+from tests.console.conftest import HOST, ORIGIN, Visitor
 
 PREFIX = "/console"
 INT64_PAST = "9223372036854775808"  # int64's largest, 9223372036854775807, and one
@@ -72,7 +72,8 @@ def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
 def console_settings(settings: Settings) -> Settings:
     """A webhook's test message goes to loopback (nothing listens on port 9); no deliverer
     runs."""
-    return settings.replace(console_allow="*", webhook_allowed_networks="127.0.0.0/8",
+    return settings.replace(console_allow="*", console_hosts=HOST,
+                            webhook_allowed_networks="127.0.0.0/8",
                             webhook_timeout=2.0, webhooks_enabled=False)
 
 

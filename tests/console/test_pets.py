@@ -192,6 +192,9 @@ def test_a_withdrawn_pet_takes_no_new_order_and_stays(signed_in: Visitor,
     page = signed_in.follow(withdrawn).text
     assert "Pet 10 is withdrawn from the catalogue" in page
     assert _figures(page)["status"] == "withdrawn" and 'id="withdraw"' not in page
+    # None to order, as the inventory says; its stock and held units still shown (D37).
+    assert {name: _figures(page)[name] for name in ("stock", "reserved", "available")} == {
+        "stock": "5", "reserved": "2", "available": "0"}
     assert _audit(store, 1) == [("owner", "pet withdrawn", "pet 10")]
     assert signed_in.get("/console/pets/99").status_code == 404
 

@@ -303,6 +303,28 @@ def test_a_withdrawn_pet_takes_no_order_but_its_orders_still_move(
     assert [p["id"] for p in withdrawn["pets"]] == [pet_id]
 
 
+def test_a_withdrawn_pet_reads_available_0_everywhere_its_stock_and_held_units_shown(
+        client: Any, auth: dict[str, str]) -> None:
+    # D37: one figure of availability; the answers read before the withdrawal are kept
+    # per revision (@kept), and none of them is served after it.
+    pet_id = add(client, auth, {**REX, "stock": 6}).json()["id"]
+    order(client, auth, pet_id, 2, "o-1")
+    before = client.get(f"{PETS}/{pet_id}", headers=auth)
+    assert before.json()["available"] == 4
+    assert client.get(f"{PETS}/{pet_id}", headers=auth).json()["available"] == 4  # kept
+    assert client.get("/v2/store/inventory", headers=auth).json()["stock"]["available"] == 4
+    assert client.delete(f"{PETS}/{pet_id}", headers=auth).status_code == 204
+    after = client.get(f"{PETS}/{pet_id}",
+                       headers={**auth, "If-None-Match": before.headers["ETag"]})
+    assert after.status_code == 200 and after.headers["ETag"] != before.headers["ETag"]
+    assert {k: after.json()[k] for k in ("stock", "reserved", "available", "status")} == {
+        "stock": 6, "reserved": 2, "available": 0, "status": "withdrawn"}
+    listed = client.get(PETS, params={"status": "withdrawn"}, headers=auth).json()["pets"]
+    assert [(p["id"], p["available"], p["reserved"]) for p in listed] == [(pet_id, 0, 2)]
+    figures = client.get("/v2/store/inventory", headers=auth).json()["stock"]
+    assert figures == {"onHand": 6, "reserved": 2, "available": 0}
+
+
 def test_pets_are_found_by_status_tag_and_category_a_page_at_a_time(
         client: Any, auth: dict[str, str]) -> None:
     made = [

@@ -159,6 +159,11 @@ RULES: dict[str, Callable[[Facts], str]] = {
     "photo_url": lambda f: f"may list only http:// or https:// URLs with a host, of at most "
                            f"{f['maxLength']} characters and without spaces.",
     "null_name": lambda f: "cannot be removed: a pet always has a name.",
+    # a name people read (D37, app.core.names)
+    "readable_text": lambda f: "must not hold control characters (such as NUL, a tab, a "
+                               "line break or ESC) or the characters that turn the "
+                               "direction of text (U+202A to U+202E, U+2066 to U+2069): it "
+                               "is text for a person to read.",
     "unknown_pet": lambda f: f"names no pet of this shop's catalogue (there is no pet "
                              f"{f['petId']}); order one of the pets GET /v1/pets lists.",
     # a webhook endpoint's URL (D28)

@@ -138,6 +138,9 @@ RULES: dict[str, Callable[[Facts], str]] = {
     # a whole request body
     "not_json": lambda f: "is not valid JSON.",
     "not_utf8": lambda f: "is not valid JSON: it is not UTF-8.",
+    "lone_surrogate": lambda f: "is not valid JSON text: one of its \\u escapes stands for "
+                                "half of a surrogate pair alone (such as \\ud800), which is "
+                                "no character.",
     # the core's own checks
     "date_time_range": lambda f: "must be a date-time with an offset between the years 1 and "
                                  "9999 in UTC, such as 2026-12-01T10:00:00Z.",

@@ -154,6 +154,20 @@ def test_names_in_any_script_with_joiners_and_marks_are_taken(
     assert {k: added.json()[k] for k in body} == body
 
 
+@pytest.mark.parametrize("body", [b'{"name": "\\ud800"}', b'{"name": "Rex\\udc15"}',
+                                  b'{"name": "Rex", "tags": ["\\ud83d"]}'])
+def test_half_a_surrogate_pair_in_a_name_is_400_and_a_whole_pair_is_taken(
+        client: Any, auth: dict[str, str], body: bytes) -> None:
+    # It is no character: the body is refused as a whole (it reached orjson as a 500).
+    sent = client.post(PETS, content=body, headers={
+        **auth, "Idempotency-Key": "pet-1", "Content-Type": "application/json"})
+    assert_error(sent, 400, "invalid_request", None)
+    assert "half of a surrogate pair" in sent.json()["message"]
+    paired = client.post(PETS, content=b'{"name": "Rex \\ud83d\\udc15"}', headers={
+        **auth, "Idempotency-Key": "pet-2", "Content-Type": "application/json"})
+    assert paired.status_code == 201 and paired.json()["name"] == "Rex \U0001f415"
+
+
 def test_a_name_stored_before_the_rule_still_reads_and_lists(
         client: Any, auth: dict[str, str], store: Store) -> None:
     store.import_pets([{"id": 9, "name": "\u202egnp.exe\x1b", "tags": ["a\tb"]}])

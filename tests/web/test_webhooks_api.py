@@ -138,6 +138,14 @@ def test_a_description_with_control_or_direction_characters_is_400_naming_it(
         "The warehouse \u2014 north")
 
 
+def test_half_a_surrogate_pair_in_a_description_is_400(client: Any,
+                                                      auth: dict[str, str]) -> None:
+    sent = client.post(ENDPOINTS, content=b'{"url": "http://127.0.0.1/", "description": '
+                       b'"\\udfff"}', headers={**auth, "Content-Type": "application/json"})
+    assert_error(sent, 400, "invalid_request")
+    assert client.get(ENDPOINTS, headers=auth).json() == {"endpoints": []}
+
+
 def test_a_key_has_at_most_16_endpoints(client: Any, auth: dict[str, str]) -> None:
     for n in range(16):
         assert _create(client, auth, f"http://127.0.0.1:9/{n}").status_code == 201

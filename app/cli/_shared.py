@@ -16,6 +16,7 @@ from typing import IO, Any
 
 import click
 
+from app.core import names
 from app.core.config import Settings, SettingsError, redacted
 from app.core.errors import PetstoreError
 from app.core.storage import Store, open_store
@@ -55,7 +56,9 @@ def echo_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]],
                right: frozenset[int] = frozenset()) -> None:
     """Rows under a header, every column as wide as its widest cell (right-aligned where
     its index is in right), two spaces apart: each column starts at the same place on
-    every line."""
+    every line. A cell's control and direction characters are written as escapes (\x1b,
+    \u202e): a name stored before D37 refused them must not steer the terminal."""
+    rows = [tuple(names.shown(cell) for cell in row) for row in rows]
     widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
     for row in (header, *rows):
         cells = [cell.rjust(width) if i in right else cell.ljust(width)
@@ -104,10 +107,11 @@ def guess_format(path: str) -> str:
 
 
 def echo_json_array(items: Iterator[str]) -> None:
-    """A JSON array of already-encoded items, one a line, written as they come."""
+    """A JSON array of already-encoded items, one a line, written as they come, their
+    direction and C1 control characters as \\u escapes (names.json_shown, D37)."""
     separator = "[\n  "
     for text in items:
-        click.echo(separator + text, nl=False)
+        click.echo(separator + names.json_shown(text), nl=False)
         separator = ",\n  "
     click.echo("[]" if separator == "[\n  " else "\n]")
 

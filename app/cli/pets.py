@@ -19,7 +19,7 @@ from app.cli._shared import (
     read_rows,
     say,
 )
-from app.core import orders, pets
+from app.core import names, orders, pets
 from app.core.errors import (
     DuplicatePet,
     InvalidParameter,
@@ -41,20 +41,22 @@ def pets_group() -> None:
     read the inventory, and check every reservation against the orders."""
 
 
-def _refused(exc: PetstoreError) -> click.ClickException:
-    """A rule's refusal as the command's one-line error (exit 1; 2 for a bad option)."""
+def _refused(exc: PetstoreError, argument: str | None = None) -> click.ClickException:
+    """A rule's refusal as the command's one-line error (exit 1; 2 for a bad option, or
+    for the name when argument says the command takes it as one: NAME)."""
     if isinstance(exc, InvalidParameter):
-        return click.BadParameter(f"It {exc.message}",
-                                  param_hint=OPTIONS.get(exc.name, exc.name))
+        hint = argument if argument and exc.name == "name" else OPTIONS.get(exc.name, exc.name)
+        return click.BadParameter(f"It {exc.message}", param_hint=hint)
     return click.ClickException(exc.message)
 
 
 def _show(written: PetWrite, done: str) -> None:
-    """A written pet: a line for the person, the pet's JSON on standard output."""
+    """A written pet: a line for the person, the pet's JSON on standard output (a replayed
+    one may be of a name stored before D37: its unreadable characters as escapes)."""
     pet = written.pet
     say(f"pet {pet['id']}: {done if not written.replayed else 'replayed the first answer'}"
         f" (version {written.version}, {pet['status']})")
-    click.echo(orjson.dumps(pet).decode())
+    click.echo(names.json_shown(orjson.dumps(pet).decode()))
 
 
 def _key(given: str | None) -> str:
@@ -95,7 +97,7 @@ def pets_add(name: str, category: str | None, tags: tuple[str, ...],
     try:
         written = pets.add(current_store(), body, pets.OPERATOR, _key(key))
     except PetstoreError as exc:
-        raise _refused(exc) from None
+        raise _refused(exc, "NAME") from None
     _show(written, "added")
 
 

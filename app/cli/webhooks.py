@@ -66,14 +66,15 @@ def webhooks_add(url: str, types: tuple[str, ...], description: str,
 @webhooks_group.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array on standard output.")
 def webhooks_list(as_json: bool) -> None:
-    """Every endpoint: its id, state, owner key, types and URL."""
+    """Every endpoint: its id, state, owner key, types, URL and description."""
     found = webhooks.endpoints(current_store(), None)
     if as_json:
         _print([webhooks.view(endpoint) for endpoint in found])
         return
     rows = [(str(e.id), _state(e), str(e.api_key_id or "-"), ",".join(e.types) or "all",
-             e.url) for e in found]
-    echo_table(("ID", "STATE", "KEY", "TYPES", "URL"), rows, right=frozenset({0}))
+             e.url, e.description) for e in found]
+    echo_table(("ID", "STATE", "KEY", "TYPES", "URL", "DESCRIPTION"), rows,
+               right=frozenset({0}))
 
 
 def _state(endpoint: Any) -> str:

@@ -42,7 +42,6 @@ from app.core.storage.console_statements import ConsoleUser
 from app.core.storage.records import PLANS, SCOPES, ApiKey
 from app.core.users import accounts
 
-NAME_MAX = 200
 GRACE_DEFAULT = "24h"
 SECRET_HEADERS = {"Cache-Control": "no-store"}  # a page with a secret is never kept
 
@@ -115,8 +114,6 @@ def create_key() -> Page:
             return _renewed(sending.before, "created")
         try:
             name = form.get("name", "").strip()
-            if len(name) > NAME_MAX:
-                raise keys.InvalidKeyValue(f"the name must be at most {NAME_MAX} characters")
             expires_in = form.get("expiresIn", "").strip()
             expires = keys.expiry(expires_in, None, time.time()) if expires_in else None
             secret, key = keys.create(

@@ -242,12 +242,23 @@ def act(order_id: str, action: str) -> Page:
                  order=number)
 
 
+# Where a spreadsheet may begin a cell inside one field's text (D37, after OWASP's CSV
+# injection): the text's start, and after any separator it may be set to split on (a
+# comma, a semicolon, a tab), a line break, or a quote; a cell that begins there with
+# = + - @ (past any spaces), a tab or a return is taken for a formula.
+FORMULA_CELL = re.compile(r'(?:^|(?<=[,;\t\r\n"]))(?= *[=+\-@\t\r])')
+
+
+def plain_text(text: str) -> str:
+    """Text that no spreadsheet takes for a formula, however it splits the file: a ' (which
+    makes a cell plain text) before each place where a cell would begin as one (D37)."""
+    return FORMULA_CELL.sub("'", text)
+
+
 def _safe_cell(value: Any) -> Any:
-    """A text cell that a spreadsheet would take for a formula, made plain text (OWASP's
-    CSV injection: a leading = + - @ tab or return)."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
+    """A cell of the export: text made plain text (plain_text); a number left as it is, a
+    negative one included (-5 is a number to a spreadsheet, never a formula)."""
+    return plain_text(value) if isinstance(value, str) else value
 
 
 EXPORT_COLUMNS = ("id", "petId", "petName", "quantity", "shipDate", "status", "complete")
@@ -258,7 +269,7 @@ def export_rows(found: Store, query: OrderQuery) -> Iterator[bytes]:
     orders, read a page at a time (paging.walk): memory stays flat however many."""
     names = PetNames(found)
     buffer = io.StringIO()
-    writer = csv.writer(buffer)
+    writer = csv.writer(buffer, quoting=csv.QUOTE_ALL)  # every field quoted (D37)
     writer.writerow(EXPORT_COLUMNS)
     for count, text in enumerate(paging.walk(found, query, EXPORT_BATCH), start=1):
         order = orjson.loads(text)

@@ -23,7 +23,8 @@ from typing import Any
 
 from cachetools import TTLCache
 
-from app.core.errors import PetstoreError
+from app.core import names
+from app.core.errors import InvalidParameter, PetstoreError
 from app.core.orders import InvalidOrder, format_time, parse_time, utc_now
 from app.core.storage import Store
 from app.core.storage.records import KEY_FIELDS, PLANS, SCOPES, ApiKey
@@ -46,6 +47,7 @@ REFRESH_AFTER = 0.5
 LAST_USED_EVERY = 60.0  # seconds: last use is kept to the minute (D21)
 DURATION = re.compile(r"(\d+)([smhdw])")
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+NAME_MAX = 200  # characters of a key's name
 
 
 class InvalidKeyValue(PetstoreError):
@@ -353,12 +355,25 @@ def check_plan_numbers(plan: str, per_minute: int | None, per_day: int | None) -
             "requests a minute and a day of a key's own are for enterprise keys")
 
 
+def check_name(name: str) -> str:
+    """A key's name as the CLI and the console take it: who or what the key is for, at most
+    NAME_MAX characters, text a person can read (D37, names.readable). Raises
+    InvalidKeyValue."""
+    if len(name) > NAME_MAX:
+        raise InvalidKeyValue(f"the name must be at most {NAME_MAX} characters")
+    try:
+        return names.readable(name, "name")
+    except InvalidParameter as exc:
+        raise InvalidKeyValue(f"the {exc.sentence}") from None
+
+
 def create(store: Store, *, plan: str, name: str, per_minute: int | None,
            per_day: int | None, scope: str = "write",
            expires_at: str | None = None) -> tuple[str, ApiKey]:
     """A new key: its secret (shown once; the store keeps its digest, D12) and the key as
-    stored. Raises InvalidKeyValue for a plan and numbers that do not go together, or an
-    unknown scope."""
+    stored. Raises InvalidKeyValue for a name check_name refuses, a plan and numbers that
+    do not go together, or an unknown scope."""
+    check_name(name)
     check_plan_numbers(plan, per_minute, per_day)
     if scope not in SCOPES:
         raise InvalidKeyValue(f"the scope must be one of {', '.join(SCOPES)}")
@@ -467,6 +482,6 @@ def key_from_export(row: dict[str, Any]) -> ApiKey:
                   "previous_until"):
         if values[field] is not None:
             values[field] = stored_time(str(values[field]), field)
-    values["name"] = "" if values["name"] is None else str(values["name"])
+    values["name"] = check_name("" if values["name"] is None else str(values["name"]))
     values["prefix"] = str(values["prefix"])
     return ApiKey(**values)

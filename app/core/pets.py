@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from app.core import paging
+from app.core import names, paging
 from app.core.errors import IdempotencyKeyInUse, InvalidParameter, PetNotFound
 from app.core.orders import INT64_MAX, InvalidOrder, fingerprint, utc_now
 from app.core.problems import BODY
@@ -94,6 +94,7 @@ def version(store: Store, pet_id: int) -> int | None:
 
 
 # checking what a request asks -----------------------------------------------------------
+# A name, a category and each tag are text a person reads: names.readable's rule (D37).
 
 def _name(value: Any) -> str:
     if value is None:
@@ -104,7 +105,7 @@ def _name(value: Any) -> str:
         raise InvalidParameter("name", "minLength", {"minLength": 1})
     if len(value) > NAME_MAX:
         raise InvalidParameter("name", "maxLength", {"maxLength": NAME_MAX})
-    return value
+    return names.readable(value, "name")
 
 
 def _category(value: Any) -> str | None:
@@ -116,7 +117,7 @@ def _category(value: Any) -> str | None:
         raise InvalidParameter("category", "minLength", {"minLength": 1})
     if len(value) > CATEGORY_MAX:
         raise InvalidParameter("category", "maxLength", {"maxLength": CATEGORY_MAX})
-    return value
+    return names.readable(value, "category")
 
 
 def _tags(value: Any) -> list[str]:
@@ -131,6 +132,7 @@ def _tags(value: Any) -> list[str]:
             raise InvalidParameter("tags", "type", {"type": "array"})
         if not tag or len(tag) > TAG_MAX:
             raise InvalidParameter("tags", "tag_length", {"maxLength": TAG_MAX})
+        names.readable(tag, "tags")
     if len(set(value)) != len(value):
         raise InvalidParameter("tags", "uniqueItems")
     return list(value)

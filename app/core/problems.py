@@ -138,6 +138,9 @@ RULES: dict[str, Callable[[Facts], str]] = {
     # a whole request body
     "not_json": lambda f: "is not valid JSON.",
     "not_utf8": lambda f: "is not valid JSON: it is not UTF-8.",
+    "lone_surrogate": lambda f: "is not valid JSON text: one of its \\u escapes stands for "
+                                "half of a surrogate pair alone (such as \\ud800), which is "
+                                "no character.",
     # the core's own checks
     "date_time_range": lambda f: "must be a date-time with an offset between the years 1 and "
                                  "9999 in UTC, such as 2026-12-01T10:00:00Z.",
@@ -159,6 +162,11 @@ RULES: dict[str, Callable[[Facts], str]] = {
     "photo_url": lambda f: f"may list only http:// or https:// URLs with a host, of at most "
                            f"{f['maxLength']} characters and without spaces.",
     "null_name": lambda f: "cannot be removed: a pet always has a name.",
+    # a name people read (D37, app.core.names)
+    "readable_text": lambda f: "must not hold control characters (such as NUL, a tab, a "
+                               "line break or ESC) or the characters that turn the "
+                               "direction of text (U+202A to U+202E, U+2066 to U+2069): it "
+                               "is text for a person to read.",
     "unknown_pet": lambda f: f"names no pet of this shop's catalogue (there is no pet "
                              f"{f['petId']}); order one of the pets GET /v1/pets lists.",
     # a webhook endpoint's URL (D28)

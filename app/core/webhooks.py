@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 import orjson
 from standardwebhooks.webhooks import Webhook
 
-from app.core import feed
+from app.core import feed, names
 from app.core.errors import (
     InvalidParameter,
     WebhookEndpointNotFound,
@@ -200,7 +200,7 @@ def _description(description: Any) -> str:
         return ""
     if not isinstance(description, str) or len(description) > DESCRIPTION_MAX:
         raise InvalidParameter("description", "maxLength", {"maxLength": DESCRIPTION_MAX})
-    return description
+    return names.readable(description, "description")  # D37
 
 
 # messages ----------------------------------------------------------------------------

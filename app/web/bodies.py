@@ -1,13 +1,17 @@
 """Request bodies (D22): at most MAX_BODY_BYTES, else 413 payload_too_large,
 whether its Content-Length says so at once or a chunked body grows past it; and a JSON body
 that is not UTF-8 is 400 invalid_request (Connexion's JSON validator decodes it unguarded, a
-UnicodeDecodeError and so a 500). Added before Connexion's validation
+UnicodeDecodeError and so a 500), and so is one whose escapes stand for half a surrogate pair
+alone (lone_surrogate). Added before Connexion's validation
 (the body limit layer of chain.py), so the quotas have counted the request, and the
 problem it raises is answered by the error handlers with the Error body. Only POST and
 PATCH (a webhook endpoint's update, D28) carry a body here; GET and DELETE bodies are
 ignored, as ever (D6)."""
 
 from __future__ import annotations
+
+import json
+import re
 
 from connexion.exceptions import ClientProblem
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -16,6 +20,9 @@ from app.web.validation import whole_body_problem
 
 MAX_BODY_BYTES = 16 * 1024
 LIMIT_DIGITS = len(str(MAX_BODY_BYTES))
+# A \u escape of a surrogate (its code point from hexadecimal d800 to dfff); a body without
+# one holds none.
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def too_large() -> ClientProblem:
@@ -53,6 +60,8 @@ class BodyLimit:
                 body.decode("utf-8")
             except UnicodeDecodeError:
                 raise whole_body_problem("not_utf8") from None
+            if lone_surrogate(body):
+                raise whole_body_problem("lone_surrogate")
         if (length or body) and length != b"%d" % len(body):
             # Validation reads the body's length from Content-Length, with int(): a chunked
             # body has none, and was refused as missing; a value of leading zeros past
@@ -61,6 +70,23 @@ class BodyLimit:
                                   if name != b"content-length"),
                                 (b"content-length", b"%d" % len(body))]
         await self.app(scope, replay([{"type": "http.request", "body": body}], receive), send)
+
+
+def lone_surrogate(body: bytes) -> bool:
+    """Whether a JSON body's escapes stand for half a surrogate pair alone ("\\ud800"), in a
+    string or a member's name. JSON's grammar lets one through, but it is no character
+    (RFC 8259 section 8.2; I-JSON, RFC 7493, refuses it): Python's parser keeps it in the
+    text, where no encoder to UTF-8 takes it, so that a name holding one (D37) reached
+    orjson as a 500, and a member named by one broke even the Error that refused it."""
+    if not SURROGATE_ESCAPE.search(body):
+        return False
+    try:
+        json.dumps(json.loads(body), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    except (ValueError, RecursionError):  # not JSON at all: validation says so
+        return False
+    return False
 
 
 def content_length(value: bytes) -> int:

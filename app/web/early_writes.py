@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.services import Services
 from app.core.storage.records import ApiKey
-from app.web.bodies import MAX_BODY_BYTES, content_length, replay
+from app.web.bodies import MAX_BODY_BYTES, content_length, lone_surrogate, replay
 from app.web.bridge import HandlerThreads
 from app.web.connexion_internals import CANONICAL_INTEGER, JSONBodyValidator, ParameterValidator
 from app.web.direct import Answer, Call, answer_call
@@ -219,8 +219,9 @@ async def _read(receive: Receive) -> tuple[bytes | None, list[Message]]:
 
 
 def _valid_body(write: Write, body: bytes) -> bool:
-    """Whether the body is JSON, within the limit, and passes the operation's schema."""
-    if write.body is None or len(body) > MAX_BODY_BYTES:
+    """Whether the body is JSON, within the limit, of text UTF-8 can hold, and passes the
+    operation's schema."""
+    if write.body is None or len(body) > MAX_BODY_BYTES or lone_surrogate(body):
         return False
     try:
         parsed = json.loads(body.decode("utf-8"))

@@ -88,6 +88,10 @@ def test_a_key_the_rules_refuse_is_not_made(signed_in: Visitor, store: Store) ->
                        perDay="70", password=GOOD)
     assert enterprise.status_code == 200
     assert cell(_row(signed_in.get("/console/keys").text, 1), "quotas") == "7/min, 70/day"
+    named = _make(signed_in, name="\u202egnp.exe", plan="free", scope="write",
+                  password=GOOD)  # a name people read (D37)
+    assert named.status_code == 400
+    assert "The name must not hold control characters" in named.text
     assert len(store.list_keys()) == 1
 
 

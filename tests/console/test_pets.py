@@ -105,6 +105,27 @@ def test_a_pet_the_rules_refuse_is_not_added_and_the_form_says_why(signed_in: Vi
     assert store.list_pets() == []
 
 
+def test_a_name_with_control_or_direction_characters_is_the_forms_error(
+        signed_in: Visitor, store: Store) -> None:
+    # D37: the core's rule, the API's and the CLI's, said on the form that was sent.
+    signed_in.get("/console/pets/new")
+    for field, value, label in (("name", "\u202egnp.exe", "Name"),
+                                ("category", "do\r\ngs", "Category"),
+                                ("tags", "big, \x1b[2J", "Tags")):
+        refused = signed_in.post("/console/pets/new", {
+            "key": _field(signed_in.page, "key"), "name": "Rex", field: value})
+        assert refused.status_code == 400, field
+        assert f"{label} must not hold control characters" in refused.text
+    assert store.list_pets() == []
+    store.import_pets(CATALOGUE)
+    signed_in.get("/console/pets/10")
+    edited = signed_in.post("/console/pets/10/edit", {
+        "version": _field(signed_in.page, "version"), "name": "Rex\x00"})
+    assert edited.status_code == 400 and "Name must not hold control" in edited.text
+    assert _audit(store, 1)[0][1] == "edit pet refused"
+    assert pets.get_versioned(store, 10)[0]["name"] == "Rex"
+
+
 def test_a_pet_is_edited_at_the_version_its_page_showed(signed_in: Visitor,
                                                         store: Store) -> None:
     store.import_pets(CATALOGUE)
@@ -211,6 +232,9 @@ def test_a_withdrawn_pet_takes_no_new_order_and_stays(signed_in: Visitor,
     page = signed_in.follow(withdrawn).text
     assert "Pet 10 is withdrawn from the catalogue" in page
     assert _figures(page)["status"] == "withdrawn" and 'id="withdraw"' not in page
+    # None to order, as the inventory says; its stock and held units still shown (D37).
+    assert {name: _figures(page)[name] for name in ("stock", "reserved", "available")} == {
+        "stock": "5", "reserved": "2", "available": "0"}
     assert _audit(store, 1) == [("owner", "pet withdrawn", "pet 10")]
     assert signed_in.get("/console/pets/99").status_code == 404
 

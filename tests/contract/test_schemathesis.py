@@ -56,8 +56,10 @@ V2_WRITES = [{"include-operation-id": operation,
               "checks": {"positive_data_acceptance": {"expected-statuses": WRITES_REFUSE}}}
              for operation in ("placeOrder", "shipOrder", "completeOrder", "cancelOrder")]
 # The webhook endpoints (D28) refuse schema-valid URLs no JSON Schema can rule out: 400 for
-# one that is not http(s) or carries userinfo, 422 for a host that is not public or does not
-# resolve; 409 past 16 endpoints a key; a replay's cursor, like the feed's, 400 or 410.
+# one that is not http(s) or carries userinfo, or for a description with a control or
+# direction character (D37: the descriptions say so, not a pattern), 422 for a host that is
+# not public or does not resolve; 409 past 16 endpoints a key; a replay's cursor, like the
+# feed's, 400 or 410.
 # A schema-violating body of 2,048 escaped characters may also pass the 16 KiB a body may
 # have: 413.
 V2_WEBHOOKS = [{"include-operation-id": operation,
@@ -71,7 +73,8 @@ V2_WEBHOOKS = [{"include-operation-id": operation,
 # and 422 for a generated Idempotency-Key in use or come again with another body, 412 for a
 # generated If-Match, 409 for a stock below the units held or a stock not tracked, and 400
 # for what no JSON Schema says alike in every regular expression dialect (a photo URL with
-# a character Python counts as a space and ECMA 262 does not) or at all (a delta of 0).
+# a character Python counts as a space and ECMA 262 does not) or at all (a delta of 0), and
+# a name, category or tag with a control or direction character (D37, as the webhooks').
 V2_CATALOGUE = [{"include-operation-id": operation,
                  "checks": {"positive_data_acceptance": {"expected-statuses": WRITES_REFUSE}}}
                 for operation in ("addPet", "updatePet", "adjustStock", "withdrawPet")]

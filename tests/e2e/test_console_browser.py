@@ -239,8 +239,8 @@ def test_an_owner_signs_in_works_the_board_and_signs_out(browser: Any, tmp_path:
         browser.get(f"{console}orders?status=pending&petId=1&sort=id")
         exported = browser.execute_async_script(EXPORT)
         lines = exported.strip().splitlines()
-        assert lines[0] == "id,petId,petName,quantity,shipDate,status,complete"
-        assert [line.split(",")[0] for line in lines[1:]] == ["2", "4"]
+        assert lines[0] == '"id","petId","petName","quantity","shipDate","status","complete"'
+        assert [line.split(",")[0] for line in lines[1:]] == ['"2"', '"4"']
 
         # Signing out ends the session: its cookie, copied, opens nothing.
         copied = browser.get_cookie("petstore-console")["value"]

@@ -58,7 +58,7 @@ def test_a_million_orders_export_without_the_worker_growing(tmp_path: Path) -> N
         conn.close()
         after = _peak_rss_mb(server.process.pid)
     assert lines == ORDERS + 1
-    assert first.startswith(b"id,petId,petName,quantity,shipDate,status,complete\r\n"
-                            b"1000000,")
+    assert first.startswith(b'"id","petId","petName","quantity","shipDate","status",'
+                            b'"complete"\r\n"1000000",')
     assert sent > 25 * 2**20
     assert after - before < GROWTH_MB, (before, after)

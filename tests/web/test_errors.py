@@ -24,6 +24,8 @@ NEW = {"petId": 7, "quantity": 2}
 KEY = {"Idempotency-Key": "k-1"}
 JSON = {"Content-Type": "application/json"}
 MEMBERS = "its members are petId, quantity, shipDate."
+LONE_SURROGATE = ("The request body is not valid JSON text: one of its \\u escapes stands for "
+                  "half of a surrogate pair alone (such as \\ud800), which is no character.")
 INT64 = "from -9223372036854775808 to 9223372036854775807"
 PURPOSE = ("send a key of your own making with each new order, such as a UUID (1 to 255 "
            "printable ASCII characters), so that a retry with the same key places the order "
@@ -65,6 +67,11 @@ RULES: list[tuple[str, tuple[str, str, dict[str, str], Any], str, str | None]] =
      "The request body is not valid JSON.", None),
     ("body not UTF-8", ("POST", LIST, {**KEY, **JSON}, b'{"petId": "\xff"}'),
      "The request body is not valid JSON: it is not UTF-8.", None),
+    # A member named by half a surrogate pair alone broke the Error that refused it.
+    ("body a lone surrogate", ("POST", LIST, {**KEY, **JSON}, b'{"\\udc00x": 1}'),
+     LONE_SURROGATE, None),
+    ("body a lone surrogate in a value",
+     ("POST", f"{LIST}/1/ship", JSON, b'{"shipDate": "\\ud800"}'), LONE_SURROGATE, None),
     ("body missing", ("POST", LIST, {**KEY, **JSON}, b""),
      "The request body is required: send a JSON object.", None),
     # members of the body

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from app.core.storage import Store
 from tests.support import assert_error
 from tests.web.test_key_lifecycle import read_key
 
@@ -117,6 +118,64 @@ def test_a_pet_the_rules_refuse_is_400_naming_the_member(
         client: Any, auth: dict[str, str], body: dict[str, Any], param: str) -> None:
     assert_error(add(client, auth, body), 400, "invalid_request", param)
     assert client.get(PETS, headers=auth).json()["pets"] == []
+
+
+# Names people read (D37): every control character and direction override or isolate, in
+# each field that is a name, refused as it is added and as it is patched.
+UNREADABLE = ["\u202egnp.exe", "Rex\x00", "\x1b[2JRex", "Rex\r\nX", "Rex\tX", "Rex\x85",
+              "R\u2066ex\u2069", "\u202aRex"]
+
+
+@pytest.mark.parametrize("text", UNREADABLE, ids=ascii)
+@pytest.mark.parametrize(("field", "value"), [
+    ("name", lambda text: text), ("category", lambda text: text),
+    ("tags", lambda text: ["puppy", text])])
+def test_a_name_with_control_or_direction_characters_is_400_naming_its_field(
+        client: Any, auth: dict[str, str], field: str, value: Any, text: str) -> None:
+    refused = assert_error(add(client, auth, {"name": "Rex", field: value(text)}), 400,
+                           "invalid_request", field)
+    assert refused["message"].startswith(f"{field} must not hold control characters")
+    assert client.get(PETS, headers=auth).json()["pets"] == []
+    pet_id = add(client, auth, {"name": "Rex"}, key="pet-2").json()["id"]
+    assert_error(patch(client, auth, pet_id, {field: value(text)}), 400, "invalid_request",
+                 field)
+    assert pet(client, auth, pet_id)["name"] == "Rex"
+
+
+def test_names_in_any_script_with_joiners_and_marks_are_taken(
+        client: Any, auth: dict[str, str]) -> None:
+    # Latin with a precomposed and a combining accent, Hebrew and Arabic (right to left by
+    # themselves), CJK, an emoji sequence with its zero-width joiner (category Cf).
+    body = {"name": "Ren\u00e9e \u05e8\u05e7\u05e1 \u0631\u0643\u0633 "
+                    "\U0001f415\u200d\U0001f9ba",
+            "category": "\u72ac", "tags": ["\u00fcber", "caf\u0065\u0301"]}
+    added = add(client, auth, body)
+    assert added.status_code == 201, added.text
+    assert {k: added.json()[k] for k in body} == body
+
+
+@pytest.mark.parametrize("body", [b'{"name": "\\ud800"}', b'{"name": "Rex\\udc15"}',
+                                  b'{"name": "Rex", "tags": ["\\ud83d"]}'])
+def test_half_a_surrogate_pair_in_a_name_is_400_and_a_whole_pair_is_taken(
+        client: Any, auth: dict[str, str], body: bytes) -> None:
+    # It is no character: the body is refused as a whole (it reached orjson as a 500).
+    sent = client.post(PETS, content=body, headers={
+        **auth, "Idempotency-Key": "pet-1", "Content-Type": "application/json"})
+    assert_error(sent, 400, "invalid_request", None)
+    assert "half of a surrogate pair" in sent.json()["message"]
+    paired = client.post(PETS, content=b'{"name": "Rex \\ud83d\\udc15"}', headers={
+        **auth, "Idempotency-Key": "pet-2", "Content-Type": "application/json"})
+    assert paired.status_code == 201 and paired.json()["name"] == "Rex \U0001f415"
+
+
+def test_a_name_stored_before_the_rule_still_reads_and_lists(
+        client: Any, auth: dict[str, str], store: Store) -> None:
+    store.import_pets([{"id": 9, "name": "\u202egnp.exe\x1b", "tags": ["a\tb"]}])
+    assert pet(client, auth, 9)["name"] == "\u202egnp.exe\x1b"
+    listed = client.get(PETS, headers=auth).json()["pets"]
+    assert [(p["name"], p["tags"]) for p in listed] == [("\u202egnp.exe\x1b", ["a\tb"])]
+    # A patch of another field leaves the name as it is; only what is written is checked.
+    assert patch(client, auth, 9, {"stock": 2}).status_code == 200
 
 
 @pytest.mark.parametrize(("urls", "message"), [
@@ -301,6 +360,28 @@ def test_a_withdrawn_pet_takes_no_order_but_its_orders_still_move(
     assert client.get(PETS, headers=auth).json()["pets"] == []
     withdrawn = client.get(PETS, params={"status": "withdrawn"}, headers=auth).json()
     assert [p["id"] for p in withdrawn["pets"]] == [pet_id]
+
+
+def test_a_withdrawn_pet_reads_available_0_everywhere_its_stock_and_held_units_shown(
+        client: Any, auth: dict[str, str]) -> None:
+    # D37: one figure of availability; the answers read before the withdrawal are kept
+    # per revision (@kept), and none of them is served after it.
+    pet_id = add(client, auth, {**REX, "stock": 6}).json()["id"]
+    order(client, auth, pet_id, 2, "o-1")
+    before = client.get(f"{PETS}/{pet_id}", headers=auth)
+    assert before.json()["available"] == 4
+    assert client.get(f"{PETS}/{pet_id}", headers=auth).json()["available"] == 4  # kept
+    assert client.get("/v2/store/inventory", headers=auth).json()["stock"]["available"] == 4
+    assert client.delete(f"{PETS}/{pet_id}", headers=auth).status_code == 204
+    after = client.get(f"{PETS}/{pet_id}",
+                       headers={**auth, "If-None-Match": before.headers["ETag"]})
+    assert after.status_code == 200 and after.headers["ETag"] != before.headers["ETag"]
+    assert {k: after.json()[k] for k in ("stock", "reserved", "available", "status")} == {
+        "stock": 6, "reserved": 2, "available": 0, "status": "withdrawn"}
+    listed = client.get(PETS, params={"status": "withdrawn"}, headers=auth).json()["pets"]
+    assert [(p["id"], p["available"], p["reserved"]) for p in listed] == [(pet_id, 0, 2)]
+    figures = client.get("/v2/store/inventory", headers=auth).json()["stock"]
+    assert figures == {"onHand": 6, "reserved": 2, "available": 0}
 
 
 def test_pets_are_found_by_status_tag_and_category_a_page_at_a_time(

@@ -120,6 +120,32 @@ def test_an_unknown_type_or_member_is_400(client: Any, auth: dict[str, str]) -> 
                  "invalid_request")
 
 
+@pytest.mark.parametrize("text", ["\u202ewarehouse", "ware\x1b[2Jhouse", "a\nb", "\x00",
+                                  "\u2067x\u2069"], ids=ascii)
+def test_a_description_with_control_or_direction_characters_is_400_naming_it(
+        client: Any, auth: dict[str, str], text: str) -> None:
+    # A description is a name people read (D37).
+    refused = assert_error(_create(client, auth, "http://127.0.0.1/", description=text), 400,
+                           "invalid_request", "description")
+    assert refused["message"].startswith("description must not hold control characters")
+    assert client.get(ENDPOINTS, headers=auth).json() == {"endpoints": []}
+    made = _create(client, auth, "http://127.0.0.1/", description="The warehouse \u2014 north")
+    assert made.status_code == 201, made.text
+    location = made.headers["location"]
+    assert_error(client.patch(location, json={"description": text}, headers=auth), 400,
+                 "invalid_request", "description")
+    assert client.get(location, headers=auth).json()["description"] == (
+        "The warehouse \u2014 north")
+
+
+def test_half_a_surrogate_pair_in_a_description_is_400(client: Any,
+                                                      auth: dict[str, str]) -> None:
+    sent = client.post(ENDPOINTS, content=b'{"url": "http://127.0.0.1/", "description": '
+                       b'"\\udfff"}', headers={**auth, "Content-Type": "application/json"})
+    assert_error(sent, 400, "invalid_request")
+    assert client.get(ENDPOINTS, headers=auth).json() == {"endpoints": []}
+
+
 def test_a_key_has_at_most_16_endpoints(client: Any, auth: dict[str, str]) -> None:
     for n in range(16):
         assert _create(client, auth, f"http://127.0.0.1:9/{n}").status_code == 201

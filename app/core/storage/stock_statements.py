@@ -64,16 +64,22 @@ RESERVATIONS_DIFFERING = (
 PET_STATUS = ("CASE WHEN withdrawn THEN 'withdrawn' "
               "WHEN stock IS NULL OR stock > reserved THEN 'available' "
               "WHEN reserved > 0 THEN 'pending' ELSE 'sold' END")
+# What a pet has available to order, one figure wherever it is read (D37): what its stock
+# has beyond the units pending orders hold, absent when its stock is not tracked (any
+# number), and 0 once it is withdrawn, tracked or not (it takes no new order), as the
+# inventory's `available` leaves it out. Its stock and reserved stay shown as they are.
+PET_AVAILABLE = ("CASE WHEN withdrawn THEN ',\"available\":0' "
+                 "ELSE ',\"available\":' || (stock - reserved) END")
 # One pet as getPet answers it, built by the database, its members in the API's order:
 # id, name, category (absent when none), tags, photoUrls, stock (absent when not
-# tracked), reserved, available (absent when not tracked), status. {quote} is the
-# dialect's function that gives a text as a JSON string.
+# tracked), reserved, available (PET_AVAILABLE), status. {quote} is the dialect's function
+# that gives a text as a JSON string.
 PET_JSON = """
     '{{"id":' || id || ',"name":' || {quote}(name)
     || CASE WHEN category IS NULL THEN '' ELSE ',"category":' || {quote}(category) END
     || ',"tags":' || CAST(tags AS TEXT) || ',"photoUrls":' || CAST(photo_urls AS TEXT)
-    || coalesce(',"stock":' || stock || ',"reserved":' || reserved
-                || ',"available":' || (stock - reserved), ',"reserved":' || reserved)
+    || coalesce(',"stock":' || stock, '') || ',"reserved":' || reserved
+    || coalesce(""" + PET_AVAILABLE + """, '')
     || ',"status":"' || """ + PET_STATUS + """ || '"}}'
 """
 PET_WRITABLE = ("name", "category", "tags", "photo_urls", "stock")

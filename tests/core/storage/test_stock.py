@@ -152,13 +152,19 @@ def test_a_withdrawn_pet_takes_no_order_and_its_pending_ones_still_move(shop: St
     held = version(shop, 1)
     assert shop.withdraw_pet(1) and version(shop, 1) == held  # again: nothing
     assert not shop.withdraw_pet(99)
-    assert stock(shop, 1) == (5, 2, 3, "withdrawn")
+    # One figure of availability (D37): none to order, its stock and what is held shown.
+    assert stock(shop, 1) == (5, 2, 0, "withdrawn")
+    assert [orjson.loads(text)["available"] for text, _ in
+            shop.page_pets(pets.pet_query(["withdrawn"]), None, 10)] == [0]
+    assert shop.withdraw_pet(2)  # not tracked: none to order either, where "any" was
+    assert {k: pet(shop, 2).get(k) for k in ("stock", "reserved", "available")} == {
+        "stock": None, "reserved": 0, "available": 0}
     with pytest.raises(PetWithdrawn) as refused:
         order_for(shop, 1, 1, "c")
     assert refused.value.param == "petId"
     assert shop.inventory()["stock_available"] == 0  # withdrawn pets are not available
     assert shop.ship_order(first, NOW).changed and shop.cancel_order(second, None, NOW).changed
-    assert stock(shop, 1) == (4, 0, 4, "withdrawn")
+    assert stock(shop, 1) == (4, 0, 0, "withdrawn")
     # Placing without the catalogue's rule refuses a withdrawn pet too.
     with pytest.raises(PetWithdrawn):
         shop.place_order({"petId": 1, "quantity": 1}, 1, "d", "d", NOW)

@@ -119,10 +119,13 @@ def test_a_name_with_control_or_direction_characters_is_the_forms_error(
     assert store.list_pets() == []
     store.import_pets(CATALOGUE)
     signed_in.get("/console/pets/10")
-    edited = signed_in.post("/console/pets/10/edit", {
-        "version": _field(signed_in.page, "version"), "name": "Rex\x00"})
+    version = _field(signed_in.page, "version")
+    edited = signed_in.post("/console/pets/10/edit", {"version": version, "name": "Rex\x07"})
     assert edited.status_code == 400 and "Name must not hold control" in edited.text
     assert _audit(store, 1)[0][1] == "edit pet refused"
+    # A NUL, which no field takes, is refused before any page reads the form (inputs.py).
+    nul = signed_in.post("/console/pets/10/edit", {"version": version, "name": "Rex\x00"})
+    assert nul.status_code == 400 and "holds a NUL character" in nul.text
     assert pets.get_versioned(store, 10)[0]["name"] == "Rex"
 
 

@@ -19,12 +19,21 @@ asks of SQLite) and waits at most the busy timeout for a row lock. A database th
 be reached, that drops its connections (a restart, a failover) or refuses to write (a
 standby) raises StoreUnavailable, the 503 of D15; the pool replaces broken connections by
 itself.
+
+Every wait is bounded (D41, postgres_links.py): a connection's making, the pool's wait, each
+statement (on the server) and each call (a watchdog closes a connection whose call has had
+no answer a second after the statement timeout). A call that ran out of time, or that found
+no connection, marks the link down: calls then fail at once, but for one at a time that
+tries (and check(), run off the requests' path by the readiness monitor), until one gets an
+answer. A handler thread is held at most one bound, however long the link stays silent.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
@@ -54,6 +63,7 @@ from app.core.storage.postgres_imports import (
     INSERT_INCOMING_UPSERT,
     first_duplicate,
 )
+from app.core.storage.postgres_links import Bound, Bounds, Watchdog
 from app.core.storage.postgres_schema import MIGRATIONS, SCHEMA_VERSION
 from app.core.storage.postgres_writes import (
     IMPORT_LOCK,
@@ -86,15 +96,20 @@ log = logging.getLogger(__name__)
 # postgres_writes.IMPORT_LOCK: they number orders and pets that come without an id).
 MIGRATION_LOCK = 0x70657473_0001
 KEY_LOCKS = 0x70657473  # the first number of a lock per API key
-POOL_WAIT_SECONDS = 2.0  # how long a request waits for a free connection before 503
-# ... and while the database is known to be down, so that an outage answers 503 at once
-# rather than holding every handler thread for the whole wait.
+# While the link is down, the one call that tries waits this long for a connection, so
+# that an outage answers 503 at once rather than holding handler threads.
 DOWN_WAIT_SECONDS = 0.25
 # While the database is down the pool retries a connection after 1, 2, 4... seconds; it
 # gives up after this long, and the next request starts again from 1 s. (Its default of
 # five minutes lets the waits grow past a minute, so recovery would lag the database.)
 RECONNECT_SECONDS = 5.0
-CONNECT_TIMEOUT_SECONDS = 2  # libpq's connect_timeout, unless the URL sets one
+# After a connection was found broken (a restart, a failover) the pool checks each one it
+# hands out (a round trip within CHECK_SECONDS) for this long, so that none of the others
+# broken alike reaches a request.
+SUSPECT_SECONDS = 10.0
+CHECK_SECONDS = 1.0
+# An import's transaction: as long as it takes (an operator's command, not a request).
+UNBOUNDED = "SET LOCAL statement_timeout = 0"
 # The errors that mean "the database cannot answer now", not "this request is wrong":
 # connection failures, timeouts, shutdowns and full disks (OperationalError, which also
 # covers the pool's PoolTimeout), and a standby's refusal to write after a failover.
@@ -118,6 +133,10 @@ def _translate_errors(method: Callable[P, T]) -> Callable[P, T]:
     return wrapper
 
 
+class _Silent(psycopg.OperationalError):
+    """check()'s connection had no answer within its bound."""
+
+
 def _first_line(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
@@ -130,10 +149,12 @@ ORDERS_JSON = ("SELECT (SELECT value FROM revision), '[' || coalesce((SELECT "
 # last id.
 ORDERS_JSON_PAGE = (f"SELECT string_agg({ORDER_JSON}, ',' ORDER BY id), max(id) FROM "
                     "(SELECT * FROM orders WHERE id > %s ORDER BY id LIMIT %s) AS page")
-def connection_parameters(url: str) -> dict[str, Any]:
-    """libpq's parameters for a postgresql:// URL, with our defaults where it sets none."""
+def connection_parameters(url: str, bounds: Bounds | None = None) -> dict[str, Any]:
+    """libpq's parameters for a postgresql:// URL, with the bounds' (D41) and our defaults
+    where it sets none."""
     params = pq_conninfo.conninfo_to_dict(url)
-    params.setdefault("connect_timeout", CONNECT_TIMEOUT_SECONDS)
+    for name, value in (bounds or Bounds()).libpq().items():
+        params.setdefault(name, value)
     params.setdefault("application_name", "petstore")
     return params
 
@@ -155,18 +176,29 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
     TRUE, FALSE = "true", "false"
     local = False  # every read is a round trip
 
-    def __init__(self, url: str, busy_timeout_ms: int = 1000, pool_size: int = 10) -> None:
-        self.params = connection_parameters(url)
+    def __init__(self, url: str, busy_timeout_ms: int = 1000, pool_size: int = 10,
+                 bounds: Bounds | None = None) -> None:
+        self.bounds = bounds or Bounds()
+        self.params = connection_parameters(url, self.bounds)
         self.busy_timeout_ms = busy_timeout_ms
         self._migrated = False
-        self._down = False  # the last attempt found no connection, or a broken one
+        self.watchdog = Watchdog()
+        # When the link went down (None: up) and why; while down, one call at a time
+        # tries (the trial), the others fail at once.
+        self._down_since: float | None = None
+        self._down_reason = ""
+        self._trial = threading.Lock()
+        self._suspect_until = 0.0  # the pool checks what it hands out until then
+        self._probe: psycopg.Connection[tuple[Any, ...]] | None = None  # check()'s own
+        self._probing = threading.Lock()
         self.pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = ConnectionPool(
             pq_conninfo.make_conninfo(**self.params),
             kwargs={"autocommit": True},
             min_size=1,
             max_size=pool_size,
             configure=self._configure,
-            timeout=POOL_WAIT_SECONDS,
+            check=self._check_if_suspect,
+            timeout=self.bounds.pool_timeout,
             reconnect_timeout=RECONNECT_SECONDS,
             name="petstore",
             open=False,
@@ -179,42 +211,93 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
     # connections ---------------------------------------------------------------------
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        """Every new connection: synchronous commits and a bounded wait for locks."""
-        conn.execute(f"SET synchronous_commit = on; SET lock_timeout = {int(self.busy_timeout_ms)}")
+        """Every new connection: synchronous commits, a bounded wait for locks and a
+        bounded statement (D41); the SET itself bounded too (the pool's thread must not
+        hang on a link that went silent after the connection was made)."""
+        with self.watchdog.bounded(conn, self.bounds.call):
+            conn.execute(f"SET synchronous_commit = on; SET lock_timeout = "
+                         f"{int(self.busy_timeout_ms)}; SET statement_timeout = "
+                         f"{int(self.bounds.statement_timeout * 1000)}")
+
+    def _check_if_suspect(self, conn: psycopg.Connection[Any]) -> None:
+        """The pool's check of a connection it hands out: a round trip, but only for a
+        while after a connection was found broken (otherwise it would cost every call
+        one); a connection that fails it is dropped and the next one is tried."""
+        if time.monotonic() < self._suspect_until:
+            with self.watchdog.bounded(conn, CHECK_SECONDS):
+                conn.execute("")
 
     @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
-        """A pooled connection; brings the schema up to date first if the start could not
-        (the database was down when this process began)."""
+    def _connection(self, bounded: bool = True
+                    ) -> Iterator[tuple[psycopg.Connection[tuple[Any, ...]], Bound]]:
+        """A pooled connection and its call's bound; brings the schema up to date first if
+        the start could not (the database was down when this process began). While the
+        link is down, only one caller at a time gets this far (the trial): the others get
+        StoreUnavailable at once."""
         if not self._migrated:
             self.migrate()
-        with self.pool.connection(DOWN_WAIT_SECONDS if self._down else None) as conn:
-            yield conn
+        trial = self._down_since is not None
+        if trial and not self._trial.acquire(blocking=False):
+            raise StoreUnavailable(f"PostgreSQL: {self._down_reason}")
+        try:
+            with (self.pool.connection(DOWN_WAIT_SECONDS if trial else None) as conn,
+                  self.watchdog.bounded(conn, self.bounds.call if bounded else None)
+                  as bound):
+                yield conn, bound
+        finally:
+            if trial:
+                self._trial.release()
+
+    def _fell(self, reason: str, cut_others: bool = False) -> None:
+        """The link is down (a call ran out of time or found no connection, or check()
+        had no answer): say so once; with cut_others, close the connections of the calls
+        still waiting on it too, each of which would only run out of time in turn."""
+        self._down_reason = reason
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            log.warning("PostgreSQL is unreachable (%s); requests that need it get 503 "
+                        "until it answers again", reason)
+        if cut_others:
+            self.watchdog.cut_all()
+
+    def _rose(self) -> None:
+        """A call had its answers: the link is up again, if it was down."""
+        if self._down_since is not None:
+            since, self._down_since = self._down_since, None
+            # Connections made before may have broken meanwhile: check each handed out.
+            self._suspect_until = time.monotonic() + SUSPECT_SECONDS
+            log.warning("PostgreSQL answers again after %.1f s", time.monotonic() - since)
 
     def _call(self, work: Callable[[psycopg.Connection[tuple[Any, ...]]], T],
-              retry: bool = True) -> T:
-        """work(connection) on a pooled connection. A connection found broken (the
-        database restarted or failed over since it was last used) is dropped by the pool;
-        work that is safe to repeat then runs once more, on a fresh connection, so that a
-        failover costs the pool's idle connections and not a 503 each. Not repeated:
-        writes whose commit may have happened and cannot be told apart (new keys,
-        imports)."""
-        conn = None
-        try:
-            with self._connection() as conn:
-                result = work(conn)
-            self._down = False
-            return result
-        except UNAVAILABLE:
-            self._down = conn is None or conn.broken
-            if not retry or not self._down or conn is None:
-                raise
-            # The pool's other idle connections are likely broken too: replace them first.
-            self.pool.check()
-        with self._connection() as conn:
-            result = work(conn)
-        self._down = False
-        return result
+              retry: bool = True, bounded: bool = True) -> T:
+        """work(connection) on a pooled connection, within the call's bound (unless
+        bounded is False: imports). A connection found broken (the database restarted or
+        failed over since it was last used) is dropped by the pool; work that is safe to
+        repeat then runs once more, on a fresh connection, so that a failover costs the
+        pool's idle connections and not a 503 each. Not repeated: writes whose commit may
+        have happened and cannot be told apart (new keys, imports), and a call that ran
+        out of time (the link is silent; another try would only wait as long)."""
+        for attempt in (1, 2):
+            conn: psycopg.Connection[tuple[Any, ...]] | None = None
+            bound: Bound | None = None
+            try:
+                with self._connection(bounded) as (conn, bound):
+                    result = work(conn)
+            except UNAVAILABLE as exc:
+                failure = self._noted(exc, bound)
+                if conn is None or bound is None or bound.cut:
+                    raise failure from exc
+                if not conn.broken:  # the database's refusal (read-only, a lock...)
+                    raise
+                # The pool's other idle connections are likely broken too: have each
+                # checked before it is handed out.
+                self._suspect_until = time.monotonic() + SUSPECT_SECONDS
+                if not retry or attempt == 2:
+                    raise
+            else:
+                self._rose()
+                return result
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _one(self, sql: str, params: tuple[Any, ...] = (),
              retry: bool = True) -> tuple[Any, ...] | None:
@@ -240,11 +323,26 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
 
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        bound: Bound | None = None
         try:
-            with self._connection() as conn, conn.transaction():
+            with self._connection() as (conn, bound), conn.transaction():
                 yield conn
         except UNAVAILABLE as exc:
-            raise StoreUnavailable(f"PostgreSQL: {_first_line(exc)}") from exc
+            raise self._noted(exc, bound) from exc
+        self._rose()
+
+    def _noted(self, exc: Exception, bound: Bound | None) -> StoreUnavailable:
+        """What a call that failed with exc tells of the link (bound None: it found no
+        connection; cut: it ran out of time, so the link is silent), as the error to
+        raise."""
+        if bound is not None and bound.cut:
+            reason = f"no answer within {bound.seconds:g} s"
+            self._fell(reason, cut_others=True)
+        else:
+            reason = _first_line(exc)
+            if bound is None:
+                self._fell(reason)
+        return StoreUnavailable(f"PostgreSQL: {reason}")
 
     def _stock_check_failed(self, exc: BaseException) -> str | None:
         if isinstance(exc, pq_errors.CheckViolation):
@@ -259,8 +357,10 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
         """Nothing to close per thread: connections go back to the pool after each call."""
 
     def dispose(self) -> None:
-        """Close the pool and every connection in it."""
+        """Close the pool and every connection in it, and check()'s own."""
         self.pool.close()
+        with self._probing:
+            self._drop_probe()
 
     @_translate_errors
     def backup(self, target: str, progress: Callable[[str], None] | None = None) -> None:
@@ -268,18 +368,58 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
         one consistent snapshot even while the service writes (app/core/storage/pg_dump.py)."""
         pg_dump.dump(self.params, target, progress)
 
-    @_translate_errors
     def check(self) -> dict[str, str]:
         """Facts about a connection for the storage suite and /readyz (commit durability,
-        lock wait); raises StoreUnavailable when the database does not answer, or answers
-        read-only (a standby, as during a failover), since cancels would fail."""
-        row = self._one("SELECT current_setting('synchronous_commit'), "
-                        "current_setting('lock_timeout'), current_setting('server_version'), "
-                        "current_setting('transaction_read_only')")
-        assert row is not None
+        lock wait); raises StoreUnavailable when the database does not answer within
+        CHECK_SECONDS (or the connect timeout, making a connection), or answers read-only
+        (a standby, as during a failover), since cancels would fail.
+
+        On a connection of its own, not the pool's: the readiness monitor calls it every
+        second, off the requests' path, and it must answer however busy the pool is. Its
+        answer or silence marks the link up or down for every call (D41)."""
+        with self._probing:
+            try:
+                try:
+                    row = self._probe_facts()
+                except UNAVAILABLE as exc:
+                    if isinstance(exc, _Silent) or self._probe is None:
+                        raise
+                    # Its connection was dropped (a restart, a failover): the link is
+                    # down only if a fresh one fails too.
+                    self._drop_probe()
+                    row = self._probe_facts()
+            except UNAVAILABLE as exc:
+                self._drop_probe()
+                reason = (f"no answer within {CHECK_SECONDS:g} s"
+                          if isinstance(exc, _Silent) else _first_line(exc))
+                self._fell(reason, cut_others=True)
+                raise StoreUnavailable(f"PostgreSQL: {reason}") from exc
+        self._rose()
         if row[3] == "on":
             raise StoreUnavailable("PostgreSQL: the database is read-only (a standby?)")
         return {"synchronous_commit": row[0], "lock_timeout": row[1], "server_version": row[2]}
+
+    def _drop_probe(self) -> None:
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
+
+    def _probe_facts(self) -> tuple[Any, ...]:
+        if self._probe is None or self._probe.closed:
+            self._probe = psycopg.connect(**self.params, autocommit=True)
+            self._configure(self._probe)
+        with self.watchdog.bounded(self._probe, CHECK_SECONDS) as bound:
+            try:
+                row = self._probe.execute(
+                    "SELECT current_setting('synchronous_commit'), current_setting("
+                    "'lock_timeout'), current_setting('server_version'), current_setting("
+                    "'transaction_read_only')").fetchone()
+            except UNAVAILABLE as exc:
+                if bound.cut:
+                    raise _Silent(str(exc)) from exc
+                raise
+        assert row is not None
+        return row
 
     # schema ----------------------------------------------------------------------------
 
@@ -291,11 +431,15 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
         first, then reads and raises the version in the same transaction (PostgreSQL's
         DDL is transactional: a failed migration leaves the schema as it was).
         """
-        with self.pool.connection() as conn, conn.transaction():
+        with (self.pool.connection() as conn,
+              self.watchdog.bounded(conn, self.bounds.call) as bound, conn.transaction()):
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             conn.execute("CREATE TABLE IF NOT EXISTS petstore_schema (version INTEGER NOT NULL)")
             row = conn.execute("SELECT version FROM petstore_schema").fetchone()
             version = 0 if row is None else int(row[0])
+            if version < SCHEMA_VERSION:  # a migration may rewrite a large table: unbounded
+                self.watchdog.release(bound)
+                conn.execute("SET LOCAL statement_timeout = 0")
             for migration in MIGRATIONS[version:]:
                 conn.execute(migration)
             if row is None:
@@ -324,10 +468,13 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
         time. Writers go on meanwhile; they are not seen by this read."""
         if not self._migrated:
             self.migrate()
+        if self._down_since is not None:
+            raise StoreUnavailable(f"PostgreSQL: {self._down_reason}")
         conn = psycopg.connect(**self.params, autocommit=True)
         try:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            row = conn.execute("SELECT value FROM revision").fetchone()
+            with self.watchdog.bounded(conn, self.bounds.call):
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                row = conn.execute("SELECT value FROM revision").fetchone()
             assert row is not None
         except BaseException:
             conn.close()
@@ -365,7 +512,8 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
     @_translate_errors
     def _page(self, conn: psycopg.Connection[tuple[Any, ...]], after: int,
               size: int) -> tuple[str, int] | None:
-        row = conn.execute(ORDERS_JSON_PAGE, (after, size)).fetchone()
+        with self.watchdog.bounded(conn, self.bounds.call):
+            row = conn.execute(ORDERS_JSON_PAGE, (after, size)).fetchone()
         assert row is not None
         return None if row[0] is None else (row[0], row[1])
 
@@ -431,6 +579,7 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
 
         def work(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
             with conn.transaction():
+                conn.execute(UNBOUNDED)
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (IMPORT_LOCK,))
                 row = conn.execute("SELECT coalesce(max(id), 0) FROM orders").fetchone()
                 top = int(row[0]) if row else 0
@@ -450,7 +599,7 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
                 conn.execute(INSERT_INCOMING_UPSERT if upsert else INSERT_INCOMING)
 
         try:
-            self._call(work, retry=False)
+            self._call(work, retry=False, bounded=False)
         except pq_errors.UniqueViolation:
             raise DuplicateOrder(self._call(functools.partial(
                 first_duplicate, table="orders", ids=ids))) from None
@@ -473,6 +622,7 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
 
         def work(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
             with conn.transaction():
+                conn.execute(UNBOUNDED)
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (IMPORT_LOCK,))
                 # and the revision's row, as a pet's writer takes it first: the largest id
                 # read next is then the largest there is until this commits
@@ -491,7 +641,7 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
 
         pets_given = list(pets)
         try:
-            self._call(work, retry=False)
+            self._call(work, retry=False, bounded=False)
         except pq_errors.UniqueViolation:
             raise DuplicatePet(self._call(functools.partial(
                 first_duplicate, table="pets", ids=[pet.get("id") for pet in pets_given]))

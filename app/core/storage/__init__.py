@@ -407,11 +407,8 @@ def open_store(settings: Settings, migrate: bool = True) -> Store:
         # Imported here, not above: psycopg and its pool are loaded only by a process that
         # is configured for PostgreSQL (the CLI and a SQLite service start faster without).
         from app.core.storage.postgres import PostgresStore
-        from app.core.storage.postgres_links import Bounds
 
-        store = PostgresStore(location, busy_timeout_ms=settings.busy_timeout_ms,
-                              pool_size=settings.database_pool_size,
-                              bounds=Bounds.of(settings))
+        store = PostgresStore.of(location, settings)
     else:
         store = SQLiteStore(location, busy_timeout_ms=settings.busy_timeout_ms)
     if migrate:

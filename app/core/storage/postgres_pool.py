@@ -132,16 +132,20 @@ class Link:
     @contextmanager
     def connection(self, bounded: bool = True
                     ) -> Iterator[tuple[psycopg.Connection[tuple[Any, ...]], Bound]]:
-        """A pooled connection and its call's bound. While the link is down, only one
-        caller at a time gets one (the trial): the others get StoreUnavailable at once."""
+        """A pooled connection and its call's bound, which counts the wait for the
+        connection too: a call never takes longer than the statement timeout and a
+        second. While the link is down, only one caller at a time gets one (the trial):
+        the others get StoreUnavailable at once."""
         trial = self._down_since is not None
         if trial and not self._trial.acquire(blocking=False):
             raise StoreUnavailable(f"PostgreSQL: {self._down_reason}")
         try:
-            with (self.pool.connection(DOWN_WAIT_SECONDS if trial else None) as conn,
-                  self.watchdog.bounded(conn, self.bounds.call if bounded else None)
-                  as bound):
-                yield conn, bound
+            started = time.monotonic()
+            wait = DOWN_WAIT_SECONDS if trial else self.bounds.pool_timeout
+            with self.pool.connection(min(wait, self.bounds.call) if bounded else wait) as conn:
+                left = self.bounds.call - (time.monotonic() - started)
+                with self.watchdog.bounded(conn, max(left, 0.1) if bounded else None) as bound:
+                    yield conn, bound
         finally:
             if trial:
                 self._trial.release()
@@ -202,7 +206,7 @@ class Link:
         connection; cut: it ran out of time, so the link is silent), as the error to
         raise."""
         if bound is not None and bound.cut:
-            reason = f"no answer within {bound.seconds:g} s"
+            reason = f"no answer within {bound.seconds:.1f} s"
             self.fell(reason, cut_others=True)
         else:
             reason = first_line(exc)

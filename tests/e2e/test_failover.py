@@ -16,6 +16,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -24,7 +25,7 @@ import psycopg
 import pytest
 
 from tests.conftest import _unavailable
-from tests.faults import Ledger, Load, assert_unavailable, first_success_after
+from tests.faults import Ledger, Load, Watch, assert_unavailable, first_success_after
 from tests.support import free_port, serving
 
 pytestmark = pytest.mark.slow
@@ -136,7 +137,8 @@ def test_a_promoted_synchronous_standby_loses_no_acknowledged_order(tmp_path: Pa
                                   "100000", "--per-day", "10000000").stdout.strip()
             auth = {"Authorization": f"Bearer {key}"}
             ledger = Ledger()
-            with Load(server.port, auth, ledger, clients=12):
+            with Watch(server.port, ("/readyz",)) as watch, Load(server.port, auth, ledger,
+                                                                 clients=12):
                 time.sleep(2.0)
                 assert ledger.statuses()[201] > 0, ledger.statuses()
                 killed = time.monotonic()
@@ -155,10 +157,14 @@ def test_a_promoted_synchronous_standby_loses_no_acknowledged_order(tmp_path: Pa
                 time.sleep(2.0)
             resumed = first_success_after(ledger, promoted)
             checked = ledger.check_store(server.port, auth)
+            ready = watch.answers["/readyz"]
             print(f"\n{dict(ledger.statuses())} of {len(ledger.answers)} places, longest "
                   f"{ledger.longest():.2f} s; promoted {promoted - killed:.2f} s after the "
                   f"kill, places again {resumed} s after; {checked} acknowledged orders "
-                  "all there, each key replaying its order")
+                  "all there, each key replaying its order; /readyz "
+                  f"{dict(Counter(a.status for a in ready))}, longest "
+                  f"{max(a.seconds for a in ready):.2f} s")
+            assert all(answer.seconds < 2.0 for answer in ready)
             for answer in ledger.answers:
                 assert answer.status in (201, 503), (answer.status, answer.body)
                 if answer.status == 503:

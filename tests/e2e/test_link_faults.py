@@ -30,6 +30,7 @@ READY_SAYS_NO_WITHIN = 3.0 + 2.0  # its checks notice a silent link within about
 HEALTH_ANSWERS_WITHIN = 1.0
 HEALED_WITHIN = 3.0 + 2.0  # a 201 again after the link heals
 DROP_SECONDS = 7.0
+FEED = "/v2/store/order-changes"
 
 
 def _via(url: str, relay: Relay) -> str:
@@ -59,11 +60,12 @@ def _auth(server: Server) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-def _drop(server: Server, relay: Relay, auth: dict[str, str]) -> dict[str, object]:
-    """Places from eight clients, /healthz and /readyz asked five times a second, while
-    the relay drops for DROP_SECONDS and then heals; returns what was seen, for the
-    assertions and the report."""
-    ledger = Ledger()
+def _drop(server: Server, relay: Relay, auth: dict[str, str],
+          ledger: Ledger | None = None) -> dict[str, object]:
+    """Places from eight clients (into ledger), /healthz and /readyz asked five times a
+    second, while the relay drops for DROP_SECONDS and then heals; returns what was seen,
+    for the assertions and the report."""
+    ledger = ledger or Ledger()
     with Watch(server.port) as watch, Load(server.port, auth, ledger):
         time.sleep(1.0)  # the load under way, on a link that works
         assert ledger.statuses()[201] > 0, ledger.statuses()
@@ -121,10 +123,18 @@ def test_a_postgresql_link_that_drops_packets_gets_503s_within_the_bound_and_hea
     with serving(tmp_path, "--workers", "2", database=database,
                  ratelimit_enabled="false") as server:
         auth = _auth(server)
-        seen = _drop(server, relay, auth)
+        cursor = call(server.port, "GET", f"{FEED}?limit=1000", auth).json()["next"]
+        seen = _drop(server, relay, auth, ledger := Ledger())
         assert str(seen["said no"]).startswith("Not ready: database: PostgreSQL: ")
         # A request that needs no database went on meanwhile: the console's static files.
         assert call(server.port, "GET", "/console/static/console.css").status == 200
+        # The feed goes on from a cursor taken before the fault: every acknowledged order.
+        fed: set[int] = set()
+        while orders := (page := call(server.port, "GET", f"{FEED}?after={cursor}&limit=1000",
+                                      auth).json())["orders"]:
+            fed.update(order["id"] for order in orders)
+            cursor = page["next"]
+        assert set(ledger.acknowledged.values()) <= fed
 
 
 @pytest.mark.parametrize("on_error", ["closed", "fallback"])

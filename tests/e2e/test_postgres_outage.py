@@ -116,7 +116,7 @@ def test_an_unreachable_database_is_503_with_retry_after_and_recovers_by_itself(
 ) -> None:
     server, proxy, _ = proxied
     auth = _auth(server)
-    _import(server, 100)
+    _import(server, 5000)  # refusals are quick: each second of the outage takes hundreds
     assert _timed(server, "GET", LIST, auth)[0] == 200
     assert _timed(server, "DELETE", f"{LIST}/1", auth)[0] == 204
 

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import conninfo as pq_conninfo
 from psycopg import errors as pq_errors
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from app.core.errors import StoreUnavailable
 from app.core.storage.postgres_links import Bound, Bounds, Watchdog
@@ -142,13 +142,31 @@ class Link:
         try:
             started = time.monotonic()
             wait = DOWN_WAIT_SECONDS if trial else self.bounds.pool_timeout
-            with self.pool.connection(min(wait, self.bounds.call) if bounded else wait) as conn:
+            conn = self._pooled(min(wait, self.bounds.call) if bounded else wait)
+            try:
                 left = self.bounds.call - (time.monotonic() - started)
                 with self.watchdog.bounded(conn, max(left, 0.1) if bounded else None) as bound:
                     yield conn, bound
+            finally:
+                self.pool.putconn(conn)
         finally:
             if trial:
                 self._trial.release()
+
+    def _pooled(self, wait: float) -> psycopg.Connection[tuple[Any, ...]]:
+        """A connection of the pool within wait seconds, asked for DOWN_WAIT_SECONDS at a
+        time: a caller waiting when the link is found down (by another call or the
+        readiness check) gives up then, rather than hold its thread for the whole wait."""
+        deadline = time.monotonic() + wait
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return self.pool.getconn(max(min(left, DOWN_WAIT_SECONDS), 0.001))
+            except PoolTimeout:
+                if self._down_since is not None:
+                    raise
+                if time.monotonic() >= deadline:
+                    raise PoolTimeout(f"no connection within {wait:g} s") from None
 
     def fell(self, reason: str, cut_others: bool = False) -> None:
         """The link is down (a call ran out of time or found no connection, or check()

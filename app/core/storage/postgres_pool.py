@@ -131,7 +131,7 @@ class Link:
 
     @contextmanager
     def connection(self, bounded: bool = True
-                    ) -> Iterator[tuple[psycopg.Connection[tuple[Any, ...]], Bound]]:
+                   ) -> Iterator[tuple[psycopg.Connection[tuple[Any, ...]], Bound]]:
         """A pooled connection and its call's bound, which counts the wait for the
         connection too: a call never takes longer than the statement timeout and a
         second. While the link is down, only one caller at a time gets one (the trial):
@@ -189,7 +189,7 @@ class Link:
             log.warning("PostgreSQL answers again after %.1f s", time.monotonic() - since)
 
     def call(self, work: Callable[[psycopg.Connection[tuple[Any, ...]]], T],
-              retry: bool = True, bounded: bool = True) -> T:
+             retry: bool = True, bounded: bool = True) -> T:
         """work(connection) on a pooled connection, within the call's bound (unless
         bounded is False: imports). A connection found broken (the database restarted or
         failed over since it was last used) is dropped by the pool; work that is safe to

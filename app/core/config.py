@@ -238,6 +238,58 @@ SETTINGS: tuple[Setting, ...] = (
         _positive_int,
     ),
     Setting(
+        "DATABASE_CONNECT_TIMEOUT",
+        "2",
+        "PostgreSQL only: seconds a new connection may take (libpq's connect_timeout, per "
+        "server of the URL; at least 2), unless the URL sets connect_timeout.",
+        _positive_int,
+    ),
+    Setting(
+        "DATABASE_STATEMENT_TIMEOUT",
+        "3",
+        "PostgreSQL only: seconds a statement may run before the server cancels it "
+        "(statement_timeout); a call the database has not answered one second after this "
+        "has its connection closed, so a request never waits longer on a link that went "
+        "silent (D41). Imports and migrations are not bounded.",
+        _positive_float,
+    ),
+    Setting(
+        "DATABASE_POOL_TIMEOUT",
+        "2",
+        "PostgreSQL only: seconds a request waits for a free connection of its worker's "
+        "pool before answering 503.",
+        _positive_float,
+    ),
+    Setting(
+        "DATABASE_KEEPALIVES_IDLE",
+        "2",
+        "PostgreSQL only: seconds a connection may be silent before TCP keepalive probes "
+        "start (libpq's keepalives_idle), unless the URL sets it.",
+        _positive_int,
+    ),
+    Setting(
+        "DATABASE_KEEPALIVES_INTERVAL",
+        "1",
+        "PostgreSQL only: seconds between TCP keepalive probes (keepalives_interval), "
+        "unless the URL sets it.",
+        _positive_int,
+    ),
+    Setting(
+        "DATABASE_KEEPALIVES_COUNT",
+        "3",
+        "PostgreSQL only: unanswered keepalive probes after which the connection is "
+        "closed (keepalives_count), unless the URL sets it.",
+        _positive_int,
+    ),
+    Setting(
+        "DATABASE_TCP_USER_TIMEOUT",
+        "5",
+        "PostgreSQL only: seconds data sent to the server may stay unacknowledged before "
+        "the kernel closes the connection (libpq's tcp_user_timeout), unless the URL sets "
+        "it.",
+        _positive_float,
+    ),
+    Setting(
         "BUSY_TIMEOUT_MS",
         "1000",
         "How long a request waits for a database lock before answering 503 (0 to 1000).",
@@ -382,6 +434,20 @@ SETTINGS: tuple[Setting, ...] = (
         "client address.",
     ),
     Setting(
+        "RATELIMIT_STORAGE_TIMEOUT",
+        "0.5",
+        "Seconds a quota check waits for the quota storage (connecting, and each answer) "
+        "before treating it as failed (RATELIMIT_ON_ERROR).",
+        _positive_float,
+    ),
+    Setting(
+        "RATELIMIT_STORAGE_HEALTH_CHECK",
+        "10",
+        "Seconds a connection to the quota storage may sit idle before it is checked with "
+        "a PING ahead of its next use (Redis's health_check_interval); 0 checks none.",
+        _non_negative_int,
+    ),
+    Setting(
         "RATELIMIT_KEY_PREFIX",
         "petstore",
         "Prefix of every counter in the quota storage, so deployments can share one Redis.",
@@ -492,6 +558,13 @@ class Settings:
 
     database: str = _default("DATABASE")
     database_pool_size: int = _default("DATABASE_POOL_SIZE")
+    database_connect_timeout: int = _default("DATABASE_CONNECT_TIMEOUT")
+    database_statement_timeout: float = _default("DATABASE_STATEMENT_TIMEOUT")
+    database_pool_timeout: float = _default("DATABASE_POOL_TIMEOUT")
+    database_keepalives_idle: int = _default("DATABASE_KEEPALIVES_IDLE")
+    database_keepalives_interval: int = _default("DATABASE_KEEPALIVES_INTERVAL")
+    database_keepalives_count: int = _default("DATABASE_KEEPALIVES_COUNT")
+    database_tcp_user_timeout: float = _default("DATABASE_TCP_USER_TIMEOUT")
     busy_timeout_ms: int = _default("BUSY_TIMEOUT_MS")
     key_cache_seconds: float = _default("KEY_CACHE_SECONDS")
     key_last_used: bool = _default("KEY_LAST_USED")
@@ -517,6 +590,8 @@ class Settings:
     ratelimit_enabled: bool = _default("RATELIMIT_ENABLED")
     ratelimit_storage: str = _default("RATELIMIT_STORAGE")
     anonymous_plan: str = _default("ANONYMOUS_PLAN")
+    ratelimit_storage_timeout: float = _default("RATELIMIT_STORAGE_TIMEOUT")
+    ratelimit_storage_health_check: int = _default("RATELIMIT_STORAGE_HEALTH_CHECK")
     ratelimit_key_prefix: str = _default("RATELIMIT_KEY_PREFIX")
     ratelimit_on_error: str = _default("RATELIMIT_ON_ERROR")
     ban_after: int = _default("BAN_AFTER")

@@ -1,15 +1,15 @@
 """What a running service holds for its handlers and middleware: the settings, the store,
-the keyring, the list cache and the quota storage's probe, opened in one place."""
+the keyring, the list cache and the readiness checks, opened in one place."""
 
 from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.core.config import Settings
 from app.core.errors import StoreUnavailable
+from app.core.health import Readiness
 from app.core.keys import Keyring, LastUsed
 from app.core.listing import ListCache
 from app.core.orders import Placing
@@ -27,9 +27,8 @@ class Services:
     store: Store
     keyring: Keyring
     lists: ListCache
-    # Checks the quota storage for /readyz; None where its failure cannot make the
-    # service unready (quotas off, or falling back to process memory: D16).
-    quota_probe: Callable[[], bool] | None = None
+    # /readyz's checks, run off the requests' path (D41).
+    readiness: Readiness
     # The idempotency keys this process is placing orders under (D23).
     placing: Placing = field(default_factory=Placing)
 
@@ -48,8 +47,12 @@ def open_services(settings: Settings) -> Services:
         # outage, say) serves 503s until it answers; the PostgreSQL store migrates then.
         log.warning("the database does not answer at start (%s); requests get 503 until "
                     "it does", exc.message)
-    fails_closed = settings.ratelimit_enabled and settings.ratelimit_on_error == "closed"
+    # The quota storage is checked when it is shared (counters in process memory cannot
+    # fail); its failure makes the instance unready only when quotas fail closed (D16).
+    shared = (settings.ratelimit_enabled
+              and not settings.ratelimit_storage.removeprefix("async+").startswith("memory://"))
+    readiness = Readiness(store, storage_probe(settings) if shared else None,
+                          settings.ratelimit_on_error == "closed")
     last_used = LastUsed(store) if settings.key_last_used else None
     return Services(settings, store, Keyring(store, settings.key_cache_seconds, last_used),
-                    ListCache(settings.list_cache_bytes),
-                    storage_probe(settings) if fails_closed else None)
+                    ListCache(settings.list_cache_bytes), readiness)

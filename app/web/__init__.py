@@ -61,7 +61,9 @@ def create_app(settings: Settings | None = None, *,
     @contextlib.asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[None]:
         """The deliverer runs on the worker's event loop from its start to its end; the
-        audit log's purge (D35), in a thread of its own, as long."""
+        audit log's purge (D35) and the readiness checks (D41), in threads of their own,
+        as long."""
+        services.readiness.start()
         if deliverer is not None:
             deliverer.start()
         stop_purging = threading.Event()
@@ -72,6 +74,7 @@ def create_app(settings: Settings | None = None, *,
         try:
             yield
         finally:
+            services.readiness.stop()
             stop_purging.set()
             await asyncio.to_thread(purging.join, 5.0)
             if deliverer is not None:

@@ -38,7 +38,6 @@ log = logging.getLogger("petstore.quotas")
 
 VIOLATION_GRACE = 1.0  # seconds after a 429 during which more refusals are not violations
 RETRY_PRIMARY_AFTER = 1.0  # seconds between attempts to reach a failed quota storage
-REDIS_TIMEOUT = 0.5  # seconds; a quota check never waits longer on the network
 T = TypeVar("T")
 
 
@@ -366,11 +365,10 @@ class RedisCounter(LimitsCounter):
     """For a plain Redis (redis:// or rediss://): one script per request (CONSUME_SCRIPT)
     instead of limits' four calls. Violations and checks use limits' storage."""
 
-    def __init__(self, storage: AsyncStorage, url: str, prefix: str) -> None:
+    def __init__(self, storage: AsyncStorage, url: str, prefix: str,
+                 bounds: dict[str, Any] | None = None) -> None:
         super().__init__(storage)
-        self.client = redis_asyncio.from_url(
-            url, socket_timeout=REDIS_TIMEOUT, socket_connect_timeout=REDIS_TIMEOUT
-        )
+        self.client = redis_asyncio.from_url(url, **(bounds or {}))
         self.script = self.client.register_script(CONSUME_SCRIPT)
         self.prefix = prefix
 
@@ -425,12 +423,19 @@ class QuotaStorageDown(Exception):
 def _storage_options(settings: Settings, plain: str) -> dict[str, Any]:
     options: dict[str, Any] = {"wrap_exceptions": True}
     if "redis" in plain or "valkey" in plain:
-        options.update(
-            key_prefix=settings.ratelimit_key_prefix,
-            socket_timeout=REDIS_TIMEOUT,
-            socket_connect_timeout=REDIS_TIMEOUT,
-        )
+        options.update(key_prefix=settings.ratelimit_key_prefix, **redis_bounds(settings))
     return options
+
+
+def redis_bounds(settings: Settings) -> dict[str, Any]:
+    """redis-py's bounds on every wait for the quota storage (D41): connecting and each
+    answer within RATELIMIT_STORAGE_TIMEOUT (a quota check never waits longer on the
+    network), TCP keepalives, and a PING before using a connection idle for
+    RATELIMIT_STORAGE_HEALTH_CHECK seconds."""
+    return {"socket_timeout": settings.ratelimit_storage_timeout,
+            "socket_connect_timeout": settings.ratelimit_storage_timeout,
+            "socket_keepalive": True,
+            "health_check_interval": settings.ratelimit_storage_health_check}
 
 
 def open_counter(settings: Settings) -> LimitsCounter:
@@ -448,7 +453,8 @@ def open_counter(settings: Settings) -> LimitsCounter:
         raise SettingsError(f"PETSTORE_RATELIMIT_STORAGE={redacted(uri)}: {exc}") from None
     assert isinstance(storage, AsyncStorage)
     if plain.startswith(("redis://", "rediss://")):
-        return RedisCounter(storage, plain, settings.ratelimit_key_prefix)
+        return RedisCounter(storage, plain, settings.ratelimit_key_prefix,
+                            redis_bounds(settings))
     if not hasattr(storage, "acquire_entry") or not hasattr(storage, "get_sliding_window"):
         raise SettingsError(
             f"PETSTORE_RATELIMIT_STORAGE={redacted(uri)}: this storage supports neither moving nor "

@@ -408,8 +408,7 @@ def open_store(settings: Settings, migrate: bool = True) -> Store:
         # is configured for PostgreSQL (the CLI and a SQLite service start faster without).
         from app.core.storage.postgres import PostgresStore
 
-        store = PostgresStore(location, busy_timeout_ms=settings.busy_timeout_ms,
-                              pool_size=settings.database_pool_size)
+        store = PostgresStore.of(location, settings)
     else:
         store = SQLiteStore(location, busy_timeout_ms=settings.busy_timeout_ms)
     if migrate:

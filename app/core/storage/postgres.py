@@ -19,6 +19,11 @@ asks of SQLite) and waits at most the busy timeout for a row lock. A database th
 be reached, that drops its connections (a restart, a failover) or refuses to write (a
 standby) raises StoreUnavailable, the 503 of D15; the pool replaces broken connections by
 itself.
+
+Every wait is bounded (D41, postgres_links.py): a connection's making, the pool's wait, each
+statement (on the server) and each call (a watchdog closes a connection whose call has had
+no answer a second after the statement timeout); a link that went silent fails calls at
+once until it answers again (postgres_pool.py).
 """
 
 from __future__ import annotations
@@ -30,10 +35,9 @@ from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
 import psycopg
-from psycopg import conninfo as pq_conninfo
 from psycopg import errors as pq_errors
-from psycopg_pool import ConnectionPool
 
+from app.core.config import Settings
 from app.core.errors import (
     DuplicateKey,
     DuplicateOrder,
@@ -54,6 +58,8 @@ from app.core.storage.postgres_imports import (
     INSERT_INCOMING_UPSERT,
     first_duplicate,
 )
+from app.core.storage.postgres_links import Bound, Bounds
+from app.core.storage.postgres_pool import UNAVAILABLE, Link, first_line
 from app.core.storage.postgres_schema import MIGRATIONS, SCHEMA_VERSION
 from app.core.storage.postgres_writes import (
     IMPORT_LOCK,
@@ -86,25 +92,8 @@ log = logging.getLogger(__name__)
 # postgres_writes.IMPORT_LOCK: they number orders and pets that come without an id).
 MIGRATION_LOCK = 0x70657473_0001
 KEY_LOCKS = 0x70657473  # the first number of a lock per API key
-POOL_WAIT_SECONDS = 2.0  # how long a request waits for a free connection before 503
-# ... and while the database is known to be down, so that an outage answers 503 at once
-# rather than holding every handler thread for the whole wait.
-DOWN_WAIT_SECONDS = 0.25
-# While the database is down the pool retries a connection after 1, 2, 4... seconds; it
-# gives up after this long, and the next request starts again from 1 s. (Its default of
-# five minutes lets the waits grow past a minute, so recovery would lag the database.)
-RECONNECT_SECONDS = 5.0
-CONNECT_TIMEOUT_SECONDS = 2  # libpq's connect_timeout, unless the URL sets one
-# The errors that mean "the database cannot answer now", not "this request is wrong":
-# connection failures, timeouts, shutdowns and full disks (OperationalError, which also
-# covers the pool's PoolTimeout), and a standby's refusal to write after a failover.
-UNAVAILABLE: tuple[type[Exception], ...] = (
-    psycopg.OperationalError,
-    pq_errors.ReadOnlySqlTransaction,
-    psycopg.InterfaceError,  # a connection closed under us
-)
-
-
+# An import's transaction: as long as it takes (an operator's command, not a request).
+UNBOUNDED = "SET LOCAL statement_timeout = 0"
 def _translate_errors(method: Callable[P, T]) -> Callable[P, T]:
     """Turn the database's operational failures into StoreUnavailable, the 503 of D15."""
 
@@ -113,14 +102,9 @@ def _translate_errors(method: Callable[P, T]) -> Callable[P, T]:
         try:
             return method(*args, **kwargs)
         except UNAVAILABLE as exc:
-            raise StoreUnavailable(f"PostgreSQL: {_first_line(exc)}") from exc
+            raise StoreUnavailable(f"PostgreSQL: {first_line(exc)}") from exc
 
     return wrapper
-
-
-def _first_line(exc: Exception) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-
 
 
 # The revision and the whole list in one statement, so one snapshot.
@@ -130,14 +114,6 @@ ORDERS_JSON = ("SELECT (SELECT value FROM revision), '[' || coalesce((SELECT "
 # last id.
 ORDERS_JSON_PAGE = (f"SELECT string_agg({ORDER_JSON}, ',' ORDER BY id), max(id) FROM "
                     "(SELECT * FROM orders WHERE id > %s ORDER BY id LIMIT %s) AS page")
-def connection_parameters(url: str) -> dict[str, Any]:
-    """libpq's parameters for a postgresql:// URL, with our defaults where it sets none."""
-    params = pq_conninfo.conninfo_to_dict(url)
-    params.setdefault("connect_timeout", CONNECT_TIMEOUT_SECONDS)
-    params.setdefault("application_name", "petstore")
-    return params
-
-
 class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStatements):
     """Orders and API keys in one PostgreSQL database, shared by every host."""
 
@@ -155,66 +131,41 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
     TRUE, FALSE = "true", "false"
     local = False  # every read is a round trip
 
-    def __init__(self, url: str, busy_timeout_ms: int = 1000, pool_size: int = 10) -> None:
-        self.params = connection_parameters(url)
+    def __init__(self, url: str, busy_timeout_ms: int = 1000, pool_size: int = 10,
+                 bounds: Bounds | None = None) -> None:
+        self.link = Link(url, bounds or Bounds(), busy_timeout_ms, pool_size)
+        self.params, self.pool = self.link.params, self.link.pool
+        self.bounds, self.watchdog = self.link.bounds, self.link.watchdog
         self.busy_timeout_ms = busy_timeout_ms
         self._migrated = False
-        self._down = False  # the last attempt found no connection, or a broken one
-        self.pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = ConnectionPool(
-            pq_conninfo.make_conninfo(**self.params),
-            kwargs={"autocommit": True},
-            min_size=1,
-            max_size=pool_size,
-            configure=self._configure,
-            timeout=POOL_WAIT_SECONDS,
-            reconnect_timeout=RECONNECT_SECONDS,
-            name="petstore",
-            open=False,
-        )
-        # Without waiting: a database that is down now makes requests 503, not the start.
-        self.pool.open(wait=False)
         # The moves and placing of orders share their commits (postgres_writes.py).
         self._grouped: GroupCommit[Move | Place] = GroupCommit(self._commit)
 
+    @classmethod
+    def of(cls, url: str, settings: Settings) -> PostgresStore:
+        """The store of url with the settings' pool size and bounds (D41)."""
+        return cls(url, busy_timeout_ms=settings.busy_timeout_ms,
+                   pool_size=settings.database_pool_size, bounds=Bounds.of(settings))
+
     # connections ---------------------------------------------------------------------
 
-    def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        """Every new connection: synchronous commits and a bounded wait for locks."""
-        conn.execute(f"SET synchronous_commit = on; SET lock_timeout = {int(self.busy_timeout_ms)}")
-
     @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
-        """A pooled connection; brings the schema up to date first if the start could not
-        (the database was down when this process began)."""
+    def _connection(self, bounded: bool = True
+                    ) -> Iterator[tuple[psycopg.Connection[tuple[Any, ...]], Bound]]:
+        """A pooled connection and its call's bound (postgres_pool.py); brings the schema
+        up to date first if the start could not (the database was down when this process
+        began)."""
         if not self._migrated:
             self.migrate()
-        with self.pool.connection(DOWN_WAIT_SECONDS if self._down else None) as conn:
-            yield conn
+        with self.link.connection(bounded) as found:
+            yield found
 
     def _call(self, work: Callable[[psycopg.Connection[tuple[Any, ...]]], T],
-              retry: bool = True) -> T:
-        """work(connection) on a pooled connection. A connection found broken (the
-        database restarted or failed over since it was last used) is dropped by the pool;
-        work that is safe to repeat then runs once more, on a fresh connection, so that a
-        failover costs the pool's idle connections and not a 503 each. Not repeated:
-        writes whose commit may have happened and cannot be told apart (new keys,
-        imports)."""
-        conn = None
-        try:
-            with self._connection() as conn:
-                result = work(conn)
-            self._down = False
-            return result
-        except UNAVAILABLE:
-            self._down = conn is None or conn.broken
-            if not retry or not self._down or conn is None:
-                raise
-            # The pool's other idle connections are likely broken too: replace them first.
-            self.pool.check()
-        with self._connection() as conn:
-            result = work(conn)
-        self._down = False
-        return result
+              retry: bool = True, bounded: bool = True) -> T:
+        """work(connection) as Link.call runs it, on a schema brought up to date."""
+        if not self._migrated:
+            self.migrate()
+        return self.link.call(work, retry, bounded)
 
     def _one(self, sql: str, params: tuple[Any, ...] = (),
              retry: bool = True) -> tuple[Any, ...] | None:
@@ -240,11 +191,13 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
 
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        bound: Bound | None = None
         try:
-            with self._connection() as conn, conn.transaction():
+            with self._connection() as (conn, bound), conn.transaction():
                 yield conn
         except UNAVAILABLE as exc:
-            raise StoreUnavailable(f"PostgreSQL: {_first_line(exc)}") from exc
+            raise self.link.noted(exc, bound) from exc
+        self.link.rose()
 
     def _stock_check_failed(self, exc: BaseException) -> str | None:
         if isinstance(exc, pq_errors.CheckViolation):
@@ -259,8 +212,8 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
         """Nothing to close per thread: connections go back to the pool after each call."""
 
     def dispose(self) -> None:
-        """Close the pool and every connection in it."""
-        self.pool.close()
+        """Close the pool and every connection in it, and check()'s own."""
+        self.link.dispose()
 
     @_translate_errors
     def backup(self, target: str, progress: Callable[[str], None] | None = None) -> None:
@@ -268,18 +221,12 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
         one consistent snapshot even while the service writes (app/core/storage/pg_dump.py)."""
         pg_dump.dump(self.params, target, progress)
 
-    @_translate_errors
     def check(self) -> dict[str, str]:
         """Facts about a connection for the storage suite and /readyz (commit durability,
-        lock wait); raises StoreUnavailable when the database does not answer, or answers
-        read-only (a standby, as during a failover), since cancels would fail."""
-        row = self._one("SELECT current_setting('synchronous_commit'), "
-                        "current_setting('lock_timeout'), current_setting('server_version'), "
-                        "current_setting('transaction_read_only')")
-        assert row is not None
-        if row[3] == "on":
-            raise StoreUnavailable("PostgreSQL: the database is read-only (a standby?)")
-        return {"synchronous_commit": row[0], "lock_timeout": row[1], "server_version": row[2]}
+        lock wait), from a connection of its own, within a short bound; raises
+        StoreUnavailable when the database does not answer, or answers read-only (a
+        standby, as during a failover), since cancels would fail (Link.check)."""
+        return self.link.check()
 
     # schema ----------------------------------------------------------------------------
 
@@ -291,11 +238,15 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
         first, then reads and raises the version in the same transaction (PostgreSQL's
         DDL is transactional: a failed migration leaves the schema as it was).
         """
-        with self.pool.connection() as conn, conn.transaction():
+        with (self.pool.connection() as conn,
+              self.watchdog.bounded(conn, self.bounds.call) as bound, conn.transaction()):
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             conn.execute("CREATE TABLE IF NOT EXISTS petstore_schema (version INTEGER NOT NULL)")
             row = conn.execute("SELECT version FROM petstore_schema").fetchone()
             version = 0 if row is None else int(row[0])
+            if version < SCHEMA_VERSION:  # a migration may rewrite a large table: unbounded
+                self.watchdog.release(bound)
+                conn.execute("SET LOCAL statement_timeout = 0")
             for migration in MIGRATIONS[version:]:
                 conn.execute(migration)
             if row is None:
@@ -324,10 +275,12 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
         time. Writers go on meanwhile; they are not seen by this read."""
         if not self._migrated:
             self.migrate()
+        self.link.refuse_if_down()
         conn = psycopg.connect(**self.params, autocommit=True)
         try:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            row = conn.execute("SELECT value FROM revision").fetchone()
+            with self.watchdog.bounded(conn, self.bounds.call):
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                row = conn.execute("SELECT value FROM revision").fetchone()
             assert row is not None
         except BaseException:
             conn.close()
@@ -365,7 +318,8 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
     @_translate_errors
     def _page(self, conn: psycopg.Connection[tuple[Any, ...]], after: int,
               size: int) -> tuple[str, int] | None:
-        row = conn.execute(ORDERS_JSON_PAGE, (after, size)).fetchone()
+        with self.watchdog.bounded(conn, self.bounds.call):
+            row = conn.execute(ORDERS_JSON_PAGE, (after, size)).fetchone()
         assert row is not None
         return None if row[0] is None else (row[0], row[1])
 
@@ -431,6 +385,7 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
 
         def work(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
             with conn.transaction():
+                conn.execute(UNBOUNDED)
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (IMPORT_LOCK,))
                 row = conn.execute("SELECT coalesce(max(id), 0) FROM orders").fetchone()
                 top = int(row[0]) if row else 0
@@ -450,7 +405,7 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
                 conn.execute(INSERT_INCOMING_UPSERT if upsert else INSERT_INCOMING)
 
         try:
-            self._call(work, retry=False)
+            self._call(work, retry=False, bounded=False)
         except pq_errors.UniqueViolation:
             raise DuplicateOrder(self._call(functools.partial(
                 first_duplicate, table="orders", ids=ids))) from None
@@ -473,6 +428,7 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
 
         def work(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
             with conn.transaction():
+                conn.execute(UNBOUNDED)
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (IMPORT_LOCK,))
                 # and the revision's row, as a pet's writer takes it first: the largest id
                 # read next is then the largest there is until this commits
@@ -491,7 +447,7 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
 
         pets_given = list(pets)
         try:
-            self._call(work, retry=False)
+            self._call(work, retry=False, bounded=False)
         except pq_errors.UniqueViolation:
             raise DuplicatePet(self._call(functools.partial(
                 first_duplicate, table="pets", ids=[pet.get("id") for pet in pets_given]))
@@ -559,5 +515,5 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
         try:
             self._call(work, retry=False)
         except pq_errors.UniqueViolation as exc:
-            raise DuplicateKey(f"A key's id or digest exists already ({_first_line(exc)}).") \
+            raise DuplicateKey(f"A key's id or digest exists already ({first_line(exc)}).") \
                 from None

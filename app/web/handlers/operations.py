@@ -6,7 +6,7 @@ from typing import Any
 
 import flask
 
-from app.core import health, metrics
+from app.core import metrics
 from app.web.handlers import services
 
 
@@ -16,9 +16,10 @@ def get_health() -> tuple[dict[str, str], int]:
 
 
 def get_readiness() -> tuple[dict[str, Any], int]:
-    """GET /readyz: the database (and, failing closed, the quota storage) answers."""
+    """GET /readyz: the database (and, failing closed, the quota storage) answered its
+    last check, run off the request's path (D41)."""
     current = services()
-    return health.readiness(current.store, current.quota_probe), 200
+    return current.readiness.report(current.store), 200
 
 
 def get_metrics() -> flask.Response:

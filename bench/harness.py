@@ -179,7 +179,7 @@ def scratch_postgres(admin_url: str, benchmark: str) -> Iterator[str | None]:
 
     import psycopg
 
-    from app.core.config import redacted
+    from app.core.setting_values import redacted
 
     name = f"petstore_bench_{uuid.uuid4().hex[:8]}"
     try:

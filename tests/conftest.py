@@ -17,7 +17,8 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
 from app.core import keys
-from app.core.config import Settings, redacted
+from app.core.config import Settings
+from app.core.setting_values import redacted
 from app.core.storage import Store, open_store
 from tests.support import ISSUED_SECRETS, SERVER_LOGS, free_port, postgres_databases
 

@@ -17,8 +17,9 @@ from typing import IO, Any
 import click
 
 from app.core import names
-from app.core.config import Settings, SettingsError, redacted
+from app.core.config import Settings, SettingsError
 from app.core.errors import PetstoreError
+from app.core.setting_values import redacted
 from app.core.storage import Store, open_store
 
 log = logging.getLogger("petstore.cli")

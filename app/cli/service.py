@@ -15,9 +15,9 @@ import click
 from app.cli._shared import current_settings, current_store, log, say
 from app.cli.keys import create_key
 from app.core import orders
-from app.core.config import redacted
 from app.core.logs import configure_logging
 from app.core.metrics import MADE_FOR_THIS_RUN
+from app.core.setting_values import redacted
 
 DEMO_ORDERS: tuple[dict[str, Any], ...] = (
     {"petId": 1, "quantity": 1, "status": "pending"},

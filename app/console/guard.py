@@ -35,7 +35,7 @@ from werkzeug.exceptions import BadRequest, Forbidden
 
 from app.console.blueprint import PUBLIC, Page, console, stages_of, state
 from app.core import metrics
-from app.core.config import split_host
+from app.core.setting_values import split_host
 from app.core.users import sessions
 
 SESSION_COOKIE = "petstore-console"

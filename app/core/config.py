@@ -8,199 +8,14 @@ datasette's DEFAULT_SETTINGS).
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from app.core import setting_values as read
+
 PREFIX = "PETSTORE_"
-
-
-def _boolean(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in {"1", "true", "yes", "on"}:
-        return True
-    if lowered in {"0", "false", "no", "off"}:
-        return False
-    raise ValueError(f"expected true or false, got {text!r}")
-
-
-def store_kind(database: str) -> tuple[str, str]:
-    """("sqlite", path) or ("postgresql", url) for a PETSTORE_DATABASE value: a plain path or
-    sqlite:///path is a SQLite file (sqlite:////abs/path for an absolute one, as in
-    SQLAlchemy); postgresql:// or postgres:// is a PostgreSQL database."""
-    scheme, sep, rest = database.partition("://")
-    if not sep or "/" in scheme or "\\" in scheme:
-        return "sqlite", database
-    if scheme == "sqlite":
-        if not rest.startswith("/") or rest == "/":
-            raise ValueError("a SQLite URL is sqlite:///relative/path or sqlite:////absolute/path")
-        return "sqlite", rest[1:]
-    if scheme in ("postgresql", "postgres"):
-        return "postgresql", database
-    raise ValueError(f"unknown database scheme {scheme}://; use a file path, sqlite:///path "
-                     "or postgresql://user:password@host:5432/dbname")
-
-
-def redacted(database: str) -> str:
-    """The database as it may be printed or logged: a URL's password replaced by ***,
-    whether in its user part or its query (?password=)."""
-    scheme, sep, rest = database.partition("://")
-    if not sep:
-        return database
-    credentials, at, place = rest.rpartition("@")
-    if at and ":" in credentials:
-        rest = f"{credentials.split(':', 1)[0]}:***@{place}"
-    return f"{scheme}://" + re.sub(r"([?&]password=)[^&]*", r"\1***", rest)
-
-
-def _database(text: str) -> str:
-    store_kind(text)  # refuses an unknown scheme here, not at the first request
-    return text
-
-
-def _busy_timeout(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 1000:
-        raise ValueError("must be between 0 and 1000 milliseconds")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError("must be a whole number of at least 1")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError("must be a whole number of at least 0")
-    return value
-
-
-def _on_error(text: str) -> str:
-    if text not in ("fallback", "closed"):
-        raise ValueError("must be fallback or closed")
-    return text
-
-
-def _log_format(text: str) -> str:
-    if text not in ("json", "text"):
-        raise ValueError("must be json or text")
-    return text
-
-
-def _gzip_level(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 9:
-        raise ValueError("must be a whole number from 0 (off) to 9")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0 or value == float("inf"):
-        raise ValueError("must be a number of seconds above 0")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if value < 0:
-        raise ValueError("must not be negative")
-    return value
-
-
-LOG_LEVELS = ("debug", "info", "warning", "error")
-
-
-def _log_level(text: str) -> str:
-    level = text.strip().lower()
-    if level not in LOG_LEVELS:
-        raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
-    return level
-
-
-def _bind(text: str) -> str:
-    """gunicorn's forms: HOST:PORT, [IPv6]:PORT, or unix:PATH."""
-    if text.startswith("unix:"):
-        if len(text) == len("unix:"):
-            raise ValueError("unix: needs a socket path, as in unix:/run/petstore.sock")
-        return text
-    host, colon, port = text.rpartition(":")
-    if not colon or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError("must be HOST:PORT (127.0.0.1:8080, [::1]:8080, 0.0.0.0:80) or "
-                         "unix:PATH, with a port from 0 to 65535")
-    if host.startswith("["):
-        if not host.endswith("]"):
-            raise ValueError("an IPv6 address is written in brackets, as in [::1]:8080")
-        ipaddress.IPv6Address(host[1:-1])
-    return text
-
-
-def _networks(text: str) -> str:
-    """Comma-separated addresses or networks (10.0.0.0/8), or *."""
-    for entry in (entry.strip() for entry in text.split(",")):
-        if entry and entry != "*":
-            try:
-                ipaddress.ip_network(entry, strict=False)
-            except ValueError:
-                raise ValueError(f"{entry!r} is not an address or a network (such as "
-                                 "10.0.0.0/8); list them comma-separated, or use *") from None
-    return text
-
-
-def split_host(text: str) -> tuple[str, str] | None:
-    """A Host header's name and port, the name in lower case without a trailing dot (an
-    IPv6 address keeps its brackets): ("shop.example", "443"), ("[::1]", ""); None for
-    text that is no host."""
-    text = text.strip().lower()
-    if text.startswith("["):
-        name, bracket, port = text.partition("]")
-        if not bracket or (port and not port.startswith(":")):
-            return None
-        try:  # as a browser writes it: [0:0::1] is [::1]
-            name = f"[{ipaddress.IPv6Address(name[1:]).compressed}]"
-        except ValueError:
-            return None
-        port = port[1:]
-    else:
-        name, _, port = text.partition(":")
-    name = name[:-1] if name.endswith(".") else name
-    if not re.fullmatch(r"[a-z0-9._-]+|\[[0-9a-f:.]+\]", name) or not (
-            port == "" or (port.isascii() and port.isdigit() and len(port) <= 5)):
-        return None
-    return name, port
-
-
-def _hosts(text: str) -> str:
-    """Comma-separated host names or addresses (IPv6 in brackets), without ports."""
-    for entry in (entry.strip() for entry in text.split(",")):
-        found = split_host(entry) if entry else ("", "")
-        if found is None or found[1]:
-            raise ValueError(f"{entry!r} is not a host name: list the names the console is "
-                             "reached by, comma-separated, without a port, as in "
-                             "shop.example,localhost,[::1]")
-    return text
-
-
-def _origins(text: str) -> str:
-    """Comma-separated origins (scheme://host[:port], no path), or *."""
-    for entry in (entry.strip() for entry in text.split(",")):
-        if entry and entry != "*" and not re.fullmatch(r"https?://[^/\s?#]+", entry):
-            raise ValueError(f"{entry!r} is not an origin: write scheme://host[:port], as "
-                             "in https://shop.example.com, with no path")
-    return text
-
-
-def _storage(text: str) -> str:
-    if "://" not in text:
-        raise ValueError("must be a storage URL: memory:// or redis://host:6379/0")
-    return text
 
 
 @dataclass(frozen=True)
@@ -228,21 +43,21 @@ SETTINGS: tuple[Setting, ...] = (
         "Where orders and keys live: a SQLite file's path (or sqlite:///path), or a "
         "PostgreSQL URL, postgresql://user:password@host:5432/dbname, which several hosts "
         "can share.",
-        _database,
+        read.database,
     ),
     Setting(
         "DATABASE_POOL_SIZE",
         "10",
         "PostgreSQL only: most connections each worker process keeps open (one per handler "
         "thread is enough; workers x hosts x this must stay below max_connections).",
-        _positive_int,
+        read.positive_int,
     ),
     Setting(
         "DATABASE_CONNECT_TIMEOUT",
         "2",
         "PostgreSQL only: seconds a new connection may take (libpq's connect_timeout, per "
         "server of the URL; at least 2), unless the URL sets connect_timeout.",
-        _positive_int,
+        read.positive_int,
     ),
     Setting(
         "DATABASE_STATEMENT_TIMEOUT",
@@ -251,35 +66,35 @@ SETTINGS: tuple[Setting, ...] = (
         "(statement_timeout); a call the database has not answered one second after this "
         "has its connection closed, so a request never waits longer on a link that went "
         "silent (D41). Imports and migrations are not bounded.",
-        _positive_float,
+        read.positive_float,
     ),
     Setting(
         "DATABASE_POOL_TIMEOUT",
         "2",
         "PostgreSQL only: seconds a request waits for a free connection of its worker's "
         "pool before answering 503.",
-        _positive_float,
+        read.positive_float,
     ),
     Setting(
         "DATABASE_KEEPALIVES_IDLE",
         "2",
         "PostgreSQL only: seconds a connection may be silent before TCP keepalive probes "
         "start (libpq's keepalives_idle), unless the URL sets it.",
-        _positive_int,
+        read.positive_int,
     ),
     Setting(
         "DATABASE_KEEPALIVES_INTERVAL",
         "1",
         "PostgreSQL only: seconds between TCP keepalive probes (keepalives_interval), "
         "unless the URL sets it.",
-        _positive_int,
+        read.positive_int,
     ),
     Setting(
         "DATABASE_KEEPALIVES_COUNT",
         "3",
         "PostgreSQL only: unanswered keepalive probes after which the connection is "
         "closed (keepalives_count), unless the URL sets it.",
-        _positive_int,
+        read.positive_int,
     ),
     Setting(
         "DATABASE_TCP_USER_TIMEOUT",
@@ -287,51 +102,51 @@ SETTINGS: tuple[Setting, ...] = (
         "PostgreSQL only: seconds data sent to the server may stay unacknowledged before "
         "the kernel closes the connection (libpq's tcp_user_timeout), unless the URL sets "
         "it.",
-        _positive_float,
+        read.positive_float,
     ),
     Setting(
         "BUSY_TIMEOUT_MS",
         "1000",
         "How long a request waits for a database lock before answering 503 (0 to 1000).",
-        _busy_timeout,
+        read.busy_timeout,
     ),
     Setting(
         "KEY_CACHE_SECONDS",
         "2",
         "How long a worker trusts a looked-up API key; a revocation reaches every worker "
         "within this time, and so does a change of a key's plan, scope or expiry.",
-        _non_negative_float,
+        read.non_negative_float,
     ),
     Setting(
         "KEY_LAST_USED",
         "true",
         "Record when each key was last used (shown by `petstore keys list`, to the minute): "
         "each worker writes it at most once a minute per key, off the request's path.",
-        _boolean,
+        read.boolean,
     ),
     Setting("BIND", "127.0.0.1:8080",
-            "Address `petstore serve` listens on: HOST:PORT, [IPv6]:PORT or unix:PATH.", _bind),
+            "Address `petstore serve` listens on: HOST:PORT, [IPv6]:PORT or unix:PATH.", read.bind),
     Setting("WORKERS", "1", "Number of gunicorn worker processes for `petstore serve`.",
-            _positive_int),
+            read.positive_int),
     Setting(
         "HEAD_MAX_BYTES",
         "16384",
         "Largest request head (request line and headers) a worker reads; a larger one is "
         "answered 431 and its connection closed.",
-        _positive_int,
+        read.positive_int,
     ),
     Setting(
         "HEAD_TIMEOUT",
         "10",
         "Seconds a connection has to send a whole request head, from its opening or from "
         "the previous answer; then it is closed.",
-        _positive_float,
+        read.positive_float,
     ),
     Setting(
         "KEEPALIVE_TIMEOUT",
         "5",
         "Seconds a keep-alive connection may sit idle between requests before it is closed.",
-        _positive_int,
+        read.positive_int,
     ),
     Setting(
         "MAX_CONNECTIONS",
@@ -339,37 +154,37 @@ SETTINGS: tuple[Setting, ...] = (
         "Open connections per worker. At the cap a new connection pushes out the one that "
         "has waited longest without a whole request head (or idled longest); never one "
         "being answered. Lowered to what the open-files limit leaves.",
-        _positive_int,
+        read.positive_int,
     ),
     Setting(
         "GRACEFUL_TIMEOUT",
         "30",
         "Seconds that requests in flight get to finish after SIGTERM before workers stop.",
-        _positive_int,
+        read.positive_int,
     ),
-    Setting("LOG_LEVEL", "info", "Log level: debug, info, warning or error.", _log_level),
+    Setting("LOG_LEVEL", "info", "Log level: debug, info, warning or error.", read.log_level),
     Setting("LOG_FORMAT", "json", "Log lines as json (one object a line) or text.",
-            _log_format),
+            read.log_format),
     Setting(
         "FORWARDED_ALLOW_IPS",
         "127.0.0.1,::1",
         "Proxies trusted to set the client address through X-Forwarded-For (comma-separated "
         "addresses, or * for any); handed to the uvicorn worker.",
-        _networks,
+        read.networks,
     ),
     Setting(
         "CORS_ORIGINS",
         "",
         "Origins allowed to call the API from a browser (comma-separated, or *); empty "
         "turns CORS off.",
-        _origins,
+        read.origins,
     ),
-    Setting("METRICS_ENABLED", "true", "Serve Prometheus metrics at /metrics.", _boolean),
+    Setting("METRICS_ENABLED", "true", "Serve Prometheus metrics at /metrics.", read.boolean),
     Setting(
         "METRICS_ALLOW",
         "127.0.0.1,::1",
         "Addresses or networks (comma-separated, or *) that /metrics answers; others get 404.",
-        _networks,
+        read.networks,
     ),
     Setting(
         "CONSOLE_ALLOW",
@@ -377,7 +192,7 @@ SETTINGS: tuple[Setting, ...] = (
         "Addresses or networks (comma-separated, or *) that the owner's console (/console/) "
         "answers; others get 403. Reach it from elsewhere through a proxy with TLS (see "
         "The console).",
-        _networks,
+        read.networks,
     ),
     Setting(
         "CONSOLE_HOSTS",
@@ -386,46 +201,46 @@ SETTINGS: tuple[Setting, ...] = (
         "answers by, as the browser's Host header names them; any other Host gets 400 "
         "before anything else (D36: a page elsewhere cannot reach it by DNS rebinding). "
         "Behind a proxy, the public name the proxy passes on (shop.example).",
-        _hosts,
+        read.hosts,
     ),
     Setting(
         "CONSOLE_IDLE_TIMEOUT",
         "1800",
         "Seconds a console session may go unused before it ends.",
-        _positive_int,
+        read.positive_int,
     ),
     Setting(
         "CONSOLE_ABSOLUTE_TIMEOUT",
         "43200",
         "Seconds after signing in that a console session ends, however busy.",
-        _positive_int,
+        read.positive_int,
     ),
     Setting(
         "CONSOLE_REQUIRE_TOTP",
         "false",
         "Every console user must enrol a second factor (an authenticator's codes, TOTP) "
         "before the console opens.",
-        _boolean,
+        read.boolean,
     ),
     Setting(
         "CONSOLE_AUDIT_DAYS",
         "90",
         "Days the console's audit log keeps each sign-in, failed sign-in and action; each "
         "worker removes older lines itself, when it starts and every hour after.",
-        _positive_int,
+        read.positive_int,
     ),
     Setting(
         "RATELIMIT_ENABLED",
         "true",
         "Count requests against per-plan quotas; false turns quotas and their headers off.",
-        _boolean,
+        read.boolean,
     ),
     Setting(
         "RATELIMIT_STORAGE",
         "memory://",
         "Where quota counters live: memory:// (one process) or redis://host:6379/0 (also "
         "redis+sentinel://, redis+cluster://, and the other storages of the limits library).",
-        _storage,
+        read.storage,
     ),
     Setting(
         "ANONYMOUS_PLAN",
@@ -438,14 +253,14 @@ SETTINGS: tuple[Setting, ...] = (
         "0.5",
         "Seconds a quota check waits for the quota storage (connecting, and each answer) "
         "before treating it as failed (RATELIMIT_ON_ERROR).",
-        _positive_float,
+        read.positive_float,
     ),
     Setting(
         "RATELIMIT_STORAGE_HEALTH_CHECK",
         "10",
         "Seconds a connection to the quota storage may sit idle before it is checked with "
         "a PING ahead of its next use (Redis's health_check_interval); 0 checks none.",
-        _non_negative_int,
+        read.non_negative_int,
     ),
     Setting(
         "RATELIMIT_KEY_PREFIX",
@@ -457,30 +272,30 @@ SETTINGS: tuple[Setting, ...] = (
         "fallback",
         "When the quota storage fails: fallback counts in process memory until it returns; "
         "closed answers 503.",
-        _on_error,
+        read.on_error,
     ),
     Setting(
         "BAN_AFTER",
         "10",
         "Violations (requests within an earlier 429's Retry-After) that ban a key.",
-        _positive_int,
+        read.positive_int,
     ),
     Setting("BAN_WINDOW", "600", "Seconds within which BAN_AFTER violations ban a key.",
-            _positive_int),
+            read.positive_int),
     Setting("BAN_SECONDS", "900", "How long a ban lasts, in seconds; 0 turns bans off.",
-            _non_negative_int),
+            read.non_negative_int),
     Setting(
         "LIST_CACHE_BYTES",
         "67108864",
         "Largest encoded order list a worker keeps between changes (bytes; 0 keeps none).",
-        _non_negative_int,
+        read.non_negative_int,
     ),
     Setting(
         "PAGE_CACHE_BYTES",
         "16777216",
         "Bytes of answers to the order GETs (v1's list when it fits, v2's pages and single "
         "orders) a worker keeps until an order changes (0 keeps none).",
-        _non_negative_int,
+        read.non_negative_int,
     ),
     Setting(
         "FEED_MAX_WAITING",
@@ -488,21 +303,21 @@ SETTINGS: tuple[Setting, ...] = (
         "Requests of the feed of changed orders that one worker holds waiting for a change "
         "(`wait`); beyond it a request is answered at once with what there is (0: none "
         "waits).",
-        _non_negative_int,
+        read.non_negative_int,
     ),
     Setting(
         "WEBHOOKS_ENABLED",
         "true",
         "Run a deliverer of webhooks in each worker of this host; false on "
         "a host that should only answer requests (the endpoints are still served).",
-        _boolean,
+        read.boolean,
     ),
     Setting(
         "WEBHOOK_TIMEOUT",
         "10",
         "Seconds one attempt to deliver a webhook message may take (connecting, sending and "
         "the answer); then it counts as failed and is retried on the schedule.",
-        _positive_float,
+        read.positive_float,
     ),
     Setting(
         "WEBHOOK_LEASE_SECONDS",
@@ -510,13 +325,13 @@ SETTINGS: tuple[Setting, ...] = (
         "How long a worker holds a webhook endpoint between renewals: a worker that dies "
         "mid-attempt leaves its endpoints to another within this time (the same message "
         "is then sent again, with the same webhook-id).",
-        _positive_float,
+        read.positive_float,
     ),
     Setting(
         "WEBHOOK_ATTEMPTS_KEPT_DAYS",
         "30",
         "Days the log of delivery attempts (GET .../deliveries) keeps each attempt.",
-        _positive_int,
+        read.positive_int,
     ),
     Setting(
         "WEBHOOK_ALLOWED_NETWORKS",
@@ -524,21 +339,21 @@ SETTINGS: tuple[Setting, ...] = (
         "Addresses or networks (comma-separated, e.g. 127.0.0.0/8) that webhook URLs may "
         "reach although they are not global (loopback, private, link-local...); empty: "
         "only global addresses.",
-        _networks,
+        read.networks,
     ),
     Setting(
         "GZIP_LEVEL",
         "5",
         "gzip level (1 fastest to 9 smallest) for responses of 1 kB or more to clients "
         "that accept it; 0 turns compression off.",
-        _gzip_level,
+        read.gzip_level,
     ),
     Setting(
         "VALIDATE_RESPONSES",
         "false",
         "Check every answer, whichever layer made it, against the OpenAPI document (slow;"
         " the tests turn it on).",
-        _boolean,
+        read.boolean,
     ),
 )
 

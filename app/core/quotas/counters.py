@@ -31,8 +31,9 @@ from redis import asyncio as redis_asyncio
 from redis.exceptions import RedisError
 
 from app.core import metrics
-from app.core.config import Settings, SettingsError, redacted
+from app.core.config import Settings, SettingsError
 from app.core.quotas.plans import Plan
+from app.core.setting_values import redacted
 
 log = logging.getLogger("petstore.quotas")
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
-from app.core.config import Settings, store_kind
+from app.core.config import Settings
+from app.core.setting_values import store_kind
 from app.core.storage.console_statements import ConsoleStore
 from app.core.storage.records import (
     ApiKey,

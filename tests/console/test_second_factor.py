@@ -170,3 +170,26 @@ def test_the_password_asked_here_is_throttled_as_at_the_sign_in(
     # The keys page's password too: one name, one address, one count.
     signed_in.get("/console/keys")
     assert signed_in.post("/console/keys", {"password": GOOD}).status_code == 429
+
+
+def test_a_wrong_code_at_the_sign_in_opens_nothing_and_the_sixth_waits(
+        signed_in: Visitor, store: Store) -> None:
+    secret = _enrol(signed_in)
+    signed_in.follow(signed_in.post("/console/sign-out"))
+    signed_in.follow(signed_in.sign_in("owner", GOOD))
+    assert "code" in signed_in.page
+    right = pyotp.TOTP(secret).at(time.time() + 30)  # the enrolling code's step was used
+    for _ in range(5):
+        wrong = signed_in.post("/console/sign-in/code", {"code": _other(right)})
+        assert wrong.status_code == 200
+        assert "That code is not the current one of your authenticator" in wrong.text
+        assert signed_in.get("/console/orders").headers["location"] == "/console/sign-in/code"
+        signed_in.get("/console/sign-in/code")
+    assert _actions(store, 1) == [("owner", "sign-in failed", "wrong code")]
+    # The sixth waits, even with the right code: the session still owes it.
+    sixth = signed_in.post("/console/sign-in/code", {"code": right})
+    assert sixth.status_code == 429 and "Too many failed sign-ins" in sixth.text
+    assert 14 * 60 < int(sixth.headers["retry-after"]) <= 15 * 60
+    assert "petstore-console=" not in sixth.headers.get("set-cookie", "")
+    assert _actions(store, 1) == [("owner", "sign-in refused", "throttled")]
+    assert signed_in.get("/console/orders").headers["location"] == "/console/sign-in/code"

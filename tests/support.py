@@ -75,6 +75,19 @@ def unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
+def wait_until(condition: Callable[[], Any], timeout: float = 10.0,
+               message: str = "the condition did not come about", every: float = 0.02) -> Any:
+    """condition()'s first true value, polled every `every` seconds until timeout seconds
+    have passed (then the test fails with the message): the way a test waits for what it
+    can observe, never a fixed sleep standing in for it."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{message} within {timeout} s")
+        time.sleep(every)
+    return value
+
+
 def make_key(
     store: Store,
     plan: str = "free",

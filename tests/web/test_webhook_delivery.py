@@ -106,6 +106,17 @@ def _seed(store: Store, *ids: int) -> None:
     store.import_orders([{"id": i, "petId": i, "quantity": 1} for i in ids])
 
 
+def _retried(write: Callable[[], Any]) -> None:
+    """write(), again while the store is unavailable (for 10 s at most)."""
+    def done() -> bool:
+        try:
+            write()
+        except StoreUnavailable:
+            return False
+        return True
+    wait_until(done, message="the store stayed unavailable")
+
+
 def _in_feed_order(got: list[Received]) -> None:
     """Messages came in feed order, each change once: their positions only grow."""
     positions = [int(r.id.rsplit("_", 1)[1]) for r in got]
@@ -146,11 +157,15 @@ def test_order_holds_under_300_changes_from_two_writers(store: Store, database: 
         _endpoint(store, receiver.url)
 
         def write(first: int) -> None:
-            writer = open_store(_settings(database))
+            # As a client retries a 503: SQLite's lock is waited for 1 s at most (D15),
+            # which a loaded machine can pass.
+            opened: list[Store] = []
+            _retried(lambda: opened.append(open_store(_settings(database))))
+            writer = opened[0]
             try:
                 for order_id in range(first, first + 150, 2):
-                    _seed(writer, order_id)
-                    orders.ship(writer, order_id, NOW)
+                    _retried(lambda o=order_id: _seed(writer, o))
+                    _retried(lambda o=order_id: orders.ship(writer, o, NOW))
             finally:
                 writer.dispose()
 

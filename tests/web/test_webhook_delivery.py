@@ -152,7 +152,9 @@ def test_an_endpoint_gets_only_its_types_signed_in_order(store: Store, database:
         assert store.webhook_attempts(only.id, None, 10)[0].status == 204
 
 
-def test_order_holds_under_300_changes_from_two_writers(store: Store, database: str) -> None:
+def test_order_holds_under_300_changes_from_two_writers(
+        store: Store, database: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="petstore.webhooks")
     with receiving() as receiver:
         _endpoint(store, receiver.url)
 
@@ -178,7 +180,13 @@ def test_order_holds_under_300_changes_from_two_writers(store: Store, database: 
             got = receiver.wait_until(lambda got: {r.message["data"]["id"] for r in got
                                                    if r.message["type"] == "order.shipped"}
                                       == set(range(1, 151)), timeout=30)
-        _in_feed_order(got)
+        # A message whose attempt could not be written (the writers held SQLite's lock past
+        # its second, on a loaded machine) is sent again at once, with its webhook-id: at
+        # least once (D28), and said in the log each time.
+        once = [r for i, r in enumerate(got) if i == 0 or r.id != got[i - 1].id]
+        stopped = [m for m in _warnings(caplog) if "delivery stopped" in m]
+        assert len(got) - len(once) <= len(stopped), stopped
+        _in_feed_order(once)
         last = {r.message["data"]["id"]: r.message["data"]["status"] for r in got}
         assert set(last.values()) == {"shipped"}
 

@@ -20,7 +20,7 @@ from app.core import keys
 from app.core.config import Settings
 from app.core.setting_values import redacted
 from app.core.storage import Store, open_store
-from tests.support import ISSUED_SECRETS, SERVER_LOGS, free_port, postgres_databases
+from tests.support import ISSUED_SECRETS, SERVER_LOGS, free_port, postgres_databases, unavailable
 
 # A full key ("psk_" and 43 characters; its first 12 are the prefix lists may show) or an
 # Authorization header's bearer credential, wherever it appears.
@@ -97,29 +97,20 @@ def store(settings: Settings) -> Iterator[Store]:
     store.close()
 
 
-def _require_services() -> bool:
-    return os.environ.get("PETSTORE_TEST_REQUIRE_SERVICES") == "1"
-
-
-def _unavailable(reason: str) -> None:
-    """Skip with the reason, or fail where CI requires the services."""
-    if _require_services():
-        pytest.fail(f"{reason} (PETSTORE_TEST_REQUIRE_SERVICES=1 requires it)")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="session")
 def redis_url() -> str:
-    """The shared Redis of PETSTORE_TEST_REDIS_URL (use database 15)."""
+    """The shared Redis of PETSTORE_TEST_REDIS_URL (use database 15). Unset, the tests that
+    need it are skipped (failed under PETSTORE_TEST_REQUIRE_SERVICES); set but silent, they
+    fail: a service the run was given and cannot reach is a fault, not a missing tool."""
     url = os.environ.get("PETSTORE_TEST_REDIS_URL")
     if not url:
-        _unavailable("PETSTORE_TEST_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/15)")
+        unavailable("PETSTORE_TEST_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/15)")
     import redis
 
     try:
         redis.Redis.from_url(url, socket_connect_timeout=2).ping()
     except redis.RedisError as exc:
-        _unavailable(f"Redis at {url} does not answer: {exc}")
+        pytest.fail(f"Redis at {url} (PETSTORE_TEST_REDIS_URL) does not answer: {exc}")
     return str(url)
 
 
@@ -138,17 +129,19 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def postgres_url() -> str:
     """The shared PostgreSQL of PETSTORE_TEST_POSTGRES_URL, as a URL of a database a test
-    may connect to in order to create its own (e.g. postgresql://postgres@127.0.0.1/postgres)."""
+    may connect to in order to create its own (e.g. postgresql://postgres@127.0.0.1/postgres).
+    Unset, skipped (failed under PETSTORE_TEST_REQUIRE_SERVICES); set but silent, failed."""
     url = os.environ.get("PETSTORE_TEST_POSTGRES_URL")
     if not url:
-        _unavailable("PETSTORE_TEST_POSTGRES_URL is not set "
-                     "(e.g. postgresql://postgres@127.0.0.1:5432/postgres)")
+        unavailable("PETSTORE_TEST_POSTGRES_URL is not set "
+                    "(e.g. postgresql://postgres@127.0.0.1:5432/postgres)")
     import psycopg
 
     try:
         psycopg.connect(url, connect_timeout=3).close()
     except psycopg.Error as exc:
-        _unavailable(f"PostgreSQL at {redacted(str(url))} does not answer: {exc}")
+        pytest.fail(f"PostgreSQL at {redacted(str(url))} (PETSTORE_TEST_POSTGRES_URL) does "
+                    f"not answer: {exc}")
     return str(url)
 
 
@@ -205,7 +198,7 @@ class PrivateRedis:
 def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
     binary = shutil.which("redis-server")
     if binary is None:
-        _unavailable("redis-server is not installed (apt-get install redis-server)")
+        unavailable("redis-server is not installed (apt-get install redis-server)")
     server = PrivateRedis(str(binary), tmp_path)
     server.start()
     yield server
@@ -232,8 +225,8 @@ def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
     the reason, or fails where PETSTORE_TEST_REQUIRE_SERVICES=1 (.ci/run installs both)."""
     chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
     if chromium is None or chromedriver is None:
-        _unavailable("a browser test needs Chromium and its driver "
-                     "(apt-get install chromium chromium-driver)")
+        unavailable("a browser test needs Chromium and its driver "
+                    "(apt-get install chromium chromium-driver)")
     options = webdriver.ChromeOptions()
     options.binary_location = str(chromium)
     for argument in (*CHROMIUM_ARGUMENTS, f"--user-data-dir={tmp_path / 'chromium'}"):

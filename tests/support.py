@@ -21,7 +21,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
+
+import pytest
 
 from app.core import keys
 from app.core.storage import Store
@@ -55,6 +57,35 @@ def assert_error(response: Any, status: int, code: str,
     for leak in ("Traceback", "sqlite", "psycopg", "SELECT ", "UPDATE ", "psk_"):
         assert leak not in message, message
     return body
+
+
+def require_services() -> bool:
+    """Whether this run must have every service and tool (CI: .ci/run sets
+    PETSTORE_TEST_REQUIRE_SERVICES=1)."""
+    return os.environ.get("PETSTORE_TEST_REQUIRE_SERVICES") == "1"
+
+
+def unavailable(reason: str) -> NoReturn:
+    """The one way a test gives up for want of a service or a tool (a database, a program,
+    root, enough open files): skipped with the reason, or failed where the run requires
+    them, so that CI cannot drop a test silently. tests/test_skips.py holds every skip of
+    the suite to this."""
+    if require_services():
+        pytest.fail(f"{reason} (PETSTORE_TEST_REQUIRE_SERVICES=1 requires it)")
+    pytest.skip(reason)
+
+
+def wait_until(condition: Callable[[], Any], timeout: float = 10.0,
+               message: str = "the condition did not come about", every: float = 0.02) -> Any:
+    """condition()'s first true value, polled every `every` seconds until timeout seconds
+    have passed (then the test fails with the message): the way a test waits for what it
+    can observe, never a fixed sleep standing in for it."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{message} within {timeout} s")
+        time.sleep(every)
+    return value
 
 
 def make_key(

@@ -43,6 +43,11 @@ ACCEPT_FAILURES = Counter("petstore_accept_failures",
 WORKERS = Gauge("petstore_workers", "Worker processes serving now.",
                 multiprocess_mode="livesum")
 
+# Feed requests held by long polling (D26) now, summed over the live workers: what an
+# operator reads against PETSTORE_FEED_MAX_WAITING, and what a test waits on.
+FEED_WAITING = Gauge("petstore_feed_waiting", "Feed requests waiting for a change now "
+                     "(long polling).", multiprocess_mode="livesum")
+
 # Webhooks (D28). Attempts by outcome: delivered (2xx), refused (another status), gone
 # (410), no_answer (a timeout, a refused address, a network error). Lag: per endpoint, how
 # long the oldest change not yet delivered to it has waited (0 when it is up to date), as
@@ -110,7 +115,8 @@ def render(store: Store) -> tuple[bytes, str]:
         multiprocess.MultiProcessCollector(registry)
     else:
         for metric in (REQUESTS, LATENCY, REFUSED, BANS, QUOTA_STORAGE_ERRORS, WORKERS,
-                       CONNECTIONS_CLOSED, ACCEPT_FAILURES, WEBHOOK_ATTEMPTS, WEBHOOK_LAG):
+                       CONNECTIONS_CLOSED, ACCEPT_FAILURES, FEED_WAITING, WEBHOOK_ATTEMPTS,
+                       WEBHOOK_LAG):
             registry.register(metric)
     registry.register(OrdersByStatus(store))
     registry.register(WebhookEndpointsByState(store))

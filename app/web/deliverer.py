@@ -73,6 +73,7 @@ class Deliverer:
         self.behind: dict[int, float] = {}  # endpoint -> since when a change waits (lag)
         self.sending: set[int] = set()  # endpoints with a message in flight
         self.stopping = False
+        self.claimed: set[int] = set()  # the endpoints the last claim gave or renewed
         self.recorder = Recorder(self)
         # reads of the feed under way, by place: endpoints at one place share one
         self.reading: dict[tuple[int, int], asyncio.Future[tuple[int, list[OrderChange]]]] = {}
@@ -94,6 +95,9 @@ class Deliverer:
         the leases are given up (another worker takes them at once) and the connections
         closed."""
         self.stopping = True
+        # The endpoints held, taken before the tasks stop: a task that ends takes itself
+        # out of self.tasks, and its lease would then be kept until it ran out.
+        held = set(self.tasks) | self.claimed
         if self.main is not None:
             self.main.cancel()
         idle = [task for endpoint_id, task in self.tasks.items()
@@ -111,9 +115,8 @@ class Deliverer:
         # A write or a shared read under way ends as it began, before the loop does.
         pending = [*self.reading.values(), self.recorder.writer]
         await asyncio.gather(*(f for f in pending if f is not None), return_exceptions=True)
-        held = list(self.tasks)
         self.tasks.clear()
-        for endpoint_id in held:
+        for endpoint_id in sorted(held):
             with contextlib.suppress(Exception):
                 await self._call(self.store.release_webhook_lease, endpoint_id, self.owner)
         if self.sender is not None:
@@ -132,6 +135,7 @@ class Deliverer:
                 now = self.clock()
                 claimed = await self._call(self.store.claim_webhook_endpoints, self.owner,
                                            now, now + self.lease, CLAIM_MAX)
+                self.claimed = {endpoint.id for endpoint in claimed}
                 for endpoint in claimed:
                     task = self.tasks.get(endpoint.id)
                     if task is None or task.done():

@@ -25,6 +25,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.core import metrics
 from app.core.storage import Store
 from app.web.exchange import exchange
 
@@ -148,10 +149,12 @@ class LongPoll:
             if self.stopping or now >= deadline or self.waiting >= self.max_waiting:
                 break
             self.waiting += 1
+            metrics.FEED_WAITING.inc()
             try:
                 changed = await self._wait(revision, deadline - now, receive)
             finally:
                 self.waiting -= 1
+                metrics.FEED_WAITING.dec()
             if changed is None:  # the client went away: nothing to answer
                 return
             if not changed:

@@ -33,12 +33,6 @@ def listed(db: Path) -> list[dict]:
     return json.loads(run(db, "keys", "list", "--json").stdout)
 
 
-def test_the_new_commands_have_a_help(db: Path) -> None:
-    for command in ("set-expiry", "set-scope", "rotate", "export", "import"):
-        result = run(db, "keys", command, "--help")
-        assert result.exit_code == 0 and "Usage: " in result.output, command
-
-
 def test_create_with_a_scope_and_an_expiry_and_change_them(db: Path) -> None:
     created(db, "--plan", "free", "--scope", "read", "--expires-in", "90d")
     row = listed(db)[0]

@@ -23,14 +23,6 @@ def pet_of(result: Result) -> dict:
     return dict(json.loads(result.stdout))
 
 
-def test_every_pets_command_explains_itself(db: Path) -> None:
-    for command in ("add", "update", "adjust", "withdraw", "list", "check", "inventory",
-                    "import"):
-        result = run(db, "pets", command, "--help")
-        assert result.exit_code == 0 and "Usage: " in result.output, command
-        assert len(result.output.splitlines()) > 4
-
-
 def test_a_pet_added_updated_adjusted_and_withdrawn(db: Path) -> None:
     added = pet_of(run(db, "pets", "add", "Rex", "--category", "dogs", "--tag", "big",
                        "--tag", "brown", "--photo-url", "https://example.com/rex.jpg",

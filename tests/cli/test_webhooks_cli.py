@@ -36,13 +36,6 @@ def run(db: Path, *args: str, env: dict[str, str] | None = None) -> Result:
                               env={"PETSTORE_DATABASE": str(db), **LOOPBACK, **(env or {})})
 
 
-def test_every_webhooks_command_has_a_help(db: Path) -> None:
-    for command in ("add", "list", "show", "remove", "enable", "disable", "rotate-secret",
-                    "deliveries", "replay", "test", "listen"):
-        result = run(db, command, "--help")
-        assert result.exit_code == 0 and "Usage:" in result.output, command
-
-
 def test_an_endpoint_is_added_listed_shown_disabled_enabled_rotated_and_removed(
         db: Path) -> None:
     added = run(db, "add", "http://127.0.0.1:9/hooks", "--type", "order.shipped",

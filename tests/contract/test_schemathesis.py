@@ -18,71 +18,14 @@ from schemathesis.generation import GenerationMode
 from app.core.config import Settings
 from app.core.storage import open_store
 from app.web import create_app
+from tests.contract.widenings import V2_OPERATIONS
 from tests.support import make_key
 
 pytestmark = pytest.mark.contract
 
 MAX_EXAMPLES = 100  # per operation and phase; the whole module takes well under two minutes
-# Every check runs on every operation. One expectation is widened, for v2's listOrders: its
-# cursor is any string by the schema, but only a cursor this service gave out, for the same
-# filters and sort, is accepted (D18), so schema-valid data may be refused with
-# 400 there. (No JSON Schema can say "a string this service signed".)
-V2_CURSOR = {
-    "include-path": "/store/orders", "include-method": "GET",
-    "checks": {"positive_data_acceptance": {
-        "expected-statuses": ["2xx", "3xx", "400", "401", "403", "404", "409", "429", "5xx"]}},
-}
-# The feed's `after` likewise: only a cursor this service gave out is accepted (D26).
-V2_FEED = {
-    "include-operation-id": "listOrderChanges",
-    "checks": {"positive_data_acceptance": {
-        "expected-statuses": ["2xx", "400", "401", "403", "410", "429", "5xx"]}},
-}
-# And one check does not apply to one operation: use_after_free expects a resource gone
-# after its DELETE, where cancelOrder keeps the order, cancelled (D2, D20), and
-# getOrder answers it with status "cancelled" (tests/web/test_orders_v2.py asserts that).
-V2_CANCEL_KEEPS = {
-    "include-path": "/store/orders/{orderId}",  # GET and DELETE: the check spans both
-    "checks": {"use_after_free": {"enabled": False}},
-}
-# The writes of 2.1.0 may refuse schema-valid data in ways no JSON Schema can rule out: 412
-# when a generated If-Match is not the order's current version (D25); 409 when the order is
-# not in a state the move starts from (shipped, cancelled, not yet shipped) or a generated
-# Idempotency-Key is in use; 422 when a generated key comes again with another body (D23);
-# and 400 when a generated date-time is one RFC 3339 allows that the store cannot hold (a
-# leap second, or more digits of a second than microseconds).
-WRITES_REFUSE = ["2xx", "400", "401", "403", "404", "409", "412", "422", "429", "5xx"]
-V2_WRITES = [{"include-operation-id": operation,
-              "checks": {"positive_data_acceptance": {"expected-statuses": WRITES_REFUSE}}}
-             for operation in ("placeOrder", "shipOrder", "completeOrder", "cancelOrder")]
-# The webhook endpoints (D28) refuse schema-valid URLs no JSON Schema can rule out: 400 for
-# one that is not http(s) or carries userinfo, or for a description with a control or
-# direction character (D37: the descriptions say so, not a pattern), 422 for a host that is
-# not public or does not resolve; 409 past 16 endpoints a key; a replay's cursor, like the
-# feed's, 400 or 410.
-# A schema-violating body of 2,048 escaped characters may also pass the 16 KiB a body may
-# have: 413.
-V2_WEBHOOKS = [{"include-operation-id": operation,
-                "checks": {"positive_data_acceptance": {
-                    "expected-statuses": [*WRITES_REFUSE, "410"]},
-                    "negative_data_rejection": {"expected-statuses": [
-                        "400", "401", "403", "404", "406", "413", "422", "428", "5xx"]}}}
-               for operation in ("createWebhookEndpoint", "updateWebhookEndpoint",
-                                 "replayWebhookEndpoint")]
-# The catalogue's writes (2.4.0, D32, D33) refuse schema-valid data as the orders' do: 409
-# and 422 for a generated Idempotency-Key in use or come again with another body, 412 for a
-# generated If-Match, 409 for a stock below the units held or a stock not tracked, and 400
-# for what no JSON Schema says alike in every regular expression dialect (a photo URL with
-# a character Python counts as a space and ECMA 262 does not) or at all (a delta of 0), and
-# a name, category or tag with a control or direction character (D37, as the webhooks').
-V2_CATALOGUE = [{"include-operation-id": operation,
-                 "checks": {"positive_data_acceptance": {"expected-statuses": WRITES_REFUSE}}}
-                for operation in ("addPet", "updatePet", "adjustStock", "withdrawPet")]
-# listPets' cursor, like the orders' list's (D18).
-V2_PETS_CURSOR = {**V2_CURSOR, "include-path": "/pets"}
-# The first configuration an operation matches applies: the writes' first.
-V2_OPERATIONS = [*V2_WRITES, *V2_CATALOGUE, *V2_WEBHOOKS, V2_FEED, V2_CURSOR, V2_PETS_CURSOR,
-                 V2_CANCEL_KEEPS]
+# Every check runs on every operation, with v2's expectations widened where no JSON Schema
+# can say what the service refuses (tests/contract/widenings.py, shared with the CLI's run).
 
 
 class ManyClients:

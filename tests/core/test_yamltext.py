@@ -10,11 +10,12 @@ import yaml
 
 from app.core import yamltext
 from app.web.routing import OPENAPI_DIR
+from tests.support import unavailable
 
 
 def test_the_c_parser_is_used_where_pyyaml_has_it() -> None:
     if not yaml.__with_libyaml__:
-        pytest.skip("this PyYAML was built without libyaml: the pure-Python parser is used")
+        unavailable("this PyYAML was built without libyaml: the pure-Python parser is used")
     assert yamltext.SafeLoader is yaml.CSafeLoader
 
 

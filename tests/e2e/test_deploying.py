@@ -34,7 +34,7 @@ import yaml
 
 from app.core.config import Settings
 from app.web.bodies import MAX_BODY_BYTES
-from tests.support import SERVER_LOGS, Server, assert_error, free_port, serving, stop
+from tests.support import SERVER_LOGS, Server, assert_error, free_port, serving, stop, unavailable
 
 pytestmark = pytest.mark.slow
 
@@ -78,17 +78,10 @@ def replaced(text: str, replacements: dict[str, str]) -> str:
     return text
 
 
-def _unavailable(reason: str) -> None:
-    """Skip with the reason, or fail where CI requires the tools (.ci/run installs them)."""
-    if os.environ.get("PETSTORE_TEST_REQUIRE_SERVICES") == "1":
-        pytest.fail(f"{reason} (PETSTORE_TEST_REQUIRE_SERVICES=1 requires it)")
-    pytest.skip(reason)
-
-
 def test_the_pages_systemd_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
-        pytest.skip("systemd-analyze is not installed (Debian package systemd): the unit on "
+        unavailable("systemd-analyze is not installed (Debian package systemd): the unit on "
                     "the Deploying page is not checked here")
     # The unit runs the venv's petstore, which must exist for verify: here, this venv's.
     unit = replaced(block("ini", "[Service]"), {
@@ -146,9 +139,9 @@ def nginx(folder: Path, upstream: int) -> Iterator[tuple[int, int, Path]]:
     certificate made here: its HTTPS and HTTP ports and the certificate."""
     binary = shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin")
     if binary is None:
-        _unavailable("nginx is not installed (Debian package nginx-light or nginx)")
+        unavailable("nginx is not installed (Debian package nginx-light or nginx)")
     if shutil.which("openssl") is None:
-        _unavailable("openssl is not installed (Debian package openssl)")
+        unavailable("openssl is not installed (Debian package openssl)")
     folder.mkdir()
     certificate, key = folder / "certificate.pem", folder / "key.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",

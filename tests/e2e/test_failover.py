@@ -24,9 +24,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.conftest import _unavailable
 from tests.faults import Ledger, Load, Watch, assert_unavailable, first_success_after
-from tests.support import free_port, serving
+from tests.support import free_port, serving, unavailable
 
 pytestmark = pytest.mark.slow
 
@@ -84,10 +83,10 @@ def _parent(pid: int) -> int | None:
 def _postgres_binaries() -> Path:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     if not found or shutil.which("runuser") is None:
-        _unavailable("a failover test needs PostgreSQL's server binaries "
+        unavailable("a failover test needs PostgreSQL's server binaries "
                      "(apt-get install postgresql) and runuser")
     if os.geteuid() != 0:
-        _unavailable("a failover test runs its PostgreSQL servers as the postgres user "
+        unavailable("a failover test runs its PostgreSQL servers as the postgres user "
                      "(needs root)")
     return Path(found[-1]).parent
 

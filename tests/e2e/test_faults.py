@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import PETSTORE, Server, serving
+from tests.support import PETSTORE, Server, serving, unavailable
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +29,7 @@ def small_disk(folder: Path, size: str = "16m") -> Iterator[Path]:
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(disk)],
                              capture_output=True, text=True)
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
+        unavailable(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
     try:
         yield disk
     finally:

@@ -24,7 +24,8 @@ import pytest
 
 from app.core.config import Settings
 from app.core.storage import Store, open_store
-from tests.support import Server, postgres_databases, serving
+from tests.support import Server, postgres_databases, serving, wait_until
+from tests.web.test_metrics import sample
 
 pytestmark = pytest.mark.slow
 
@@ -211,6 +212,15 @@ def served(tmp_path: Path) -> Iterator[tuple[Server, dict[str, str], str]]:
         yield server, auth, changes(server, auth, None, limit=1000)["next"]
 
 
+def waiting(server: Server) -> float:
+    """The feed requests the server holds waiting now, as its /metrics shows them."""
+    return sample(server.request("GET", "/metrics")[2].decode(), "petstore_feed_waiting")
+
+
+def until_waiting(server: Server, count: int) -> None:
+    wait_until(lambda: waiting(server) == count, 20, f"{count} requests were not waiting")
+
+
 def _wait_in_threads(server: Server, auth: dict[str, str], cursor: str,
                      count: int) -> tuple[list[threading.Thread], list[Any]]:
     answers: list[Any] = []
@@ -228,11 +238,13 @@ def test_fifty_waiting_requests_hold_no_handler_thread_and_wake_on_a_cli_change(
         served: tuple[Server, dict[str, str], str]) -> None:
     server, auth, cursor = served
     threads, answers = _wait_in_threads(server, auth, cursor, 50)
-    time.sleep(1)
+    until_waiting(server, 50)
     assert answers == []  # all 50 wait; ten handler threads would be taken five times over
+    # A write is answered while they wait: held by handler threads, it would wait for the
+    # 30 s they asked for.
     started = time.monotonic()
     status, _ = call(server, "DELETE", "/v1/store/orders/1", auth)
-    assert status == 204 and time.monotonic() - started < 2
+    assert status == 204 and time.monotonic() - started < 15
     for thread in threads:
         thread.join(10)
     assert len(answers) == 50
@@ -240,7 +252,7 @@ def test_fifty_waiting_requests_hold_no_handler_thread_and_wake_on_a_cli_change(
 
     # A change made by another process (the CLI) wakes the next waiting requests.
     threads, answers = _wait_in_threads(server, auth, answers[0][0]["next"], 10)
-    time.sleep(1)
+    until_waiting(server, 10)
     server.petstore("orders", "ship", "2")
     shipped = time.monotonic()
     for thread in threads:
@@ -257,7 +269,7 @@ def test_sigterm_answers_every_waiting_request_at_once(
         served: tuple[Server, dict[str, str], str]) -> None:
     server, auth, cursor = served
     threads, answers = _wait_in_threads(server, auth, cursor, 10)
-    time.sleep(1)
+    until_waiting(server, 10)
     assert server.process is not None
     stopped = time.monotonic()
     server.process.send_signal(signal.SIGTERM)
@@ -278,16 +290,17 @@ def test_a_client_that_leaves_while_waiting_frees_its_place_under_the_cap(
         leaving = socket.create_connection(("127.0.0.1", server.port))
         leaving.sendall(f"GET {FEED}?after={cursor}&wait=30 HTTP/1.1\r\nHost: x\r\n"
                         f"Authorization: {auth['Authorization']}\r\n\r\n".encode())
-        time.sleep(0.5)
-        # The one place is taken: another request is answered at once.
+        until_waiting(server, 1)
+        # The one place is taken: another request is answered at once, well before the
+        # 30 s it asked for.
         started = time.monotonic()
         assert changes(server, auth, cursor, wait=30)["orders"] == []
-        assert time.monotonic() - started < 2
+        assert time.monotonic() - started < 15
         leaving.close()
-        time.sleep(0.5)
+        until_waiting(server, 0)
         # Its place is free again: this one waits, until a change.
         threads, answers = _wait_in_threads(server, auth, cursor, 1)
-        time.sleep(1)
+        until_waiting(server, 1)
         assert answers == []
         server.petstore("orders", "ship", "1")
         threads[0].join(10)

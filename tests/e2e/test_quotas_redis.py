@@ -15,7 +15,7 @@ from app.core.config import Settings
 from app.core.storage import Store
 from app.web import create_app
 from tests.conftest import PrivateRedis
-from tests.support import assert_error, make_key, serving
+from tests.support import assert_error, make_key, serving, wait_until
 
 LIST = "/v1/store/orders"
 
@@ -80,9 +80,10 @@ def test_with_fallback_an_outage_keeps_serving_and_redis_is_used_again(
         assert len(failures) == 1, "one warning per outage"
 
         private_redis.start()  # empty again: nothing is persisted
-        time.sleep(1.2)
-        assert _timed_get(client, key).status_code == 200
-        assert private_redis.dbsize() > 0, "back to counting in Redis"
+        # Asked until the app counts in Redis again (past its pause before retrying).
+        wait_until(lambda: _timed_get(client, key).status_code == 200
+                   and private_redis.dbsize() > 0, 10, "not back to counting in Redis",
+                   every=0.1)
         assert any("answers again" in r.getMessage() for r in caplog.records)
 
 
@@ -100,8 +101,8 @@ def test_fail_closed_answers_503_during_an_outage_and_recovers(
             assert response.headers["retry-after"] == "1"
             assert response.headers["x-ratelimit-remaining"] == "0"
         private_redis.start()
-        time.sleep(1.2)
-        assert _timed_get(client, key).status_code == 200
+        wait_until(lambda: _timed_get(client, key).status_code == 200, 10,
+                   "the quotas did not answer again", every=0.1)
 
 
 @pytest.mark.slow

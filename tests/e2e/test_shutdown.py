@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import PETSTORE, serving
+from tests.support import PETSTORE, serving, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -59,7 +59,8 @@ def test_sigterm_lets_requests_in_flight_finish(tmp_path: Path) -> None:
         threads = [threading.Thread(target=client) for _ in range(8)]
         for thread in threads:
             thread.start()
-        time.sleep(1.5)
+        # At work: each client answered at least once, and asking again.
+        wait_until(lambda: len(outcomes) >= 2 * len(threads), 30, "the clients were not answered")
         assert server.process is not None
         signalled = time.monotonic()
         server.process.send_signal(signal.SIGTERM)

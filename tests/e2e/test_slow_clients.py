@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import Server, cpu_seconds, serving
+from tests.support import Server, cpu_seconds, serving, unavailable
 from tests.web.test_metrics import sample
 
 pytestmark = pytest.mark.slow
@@ -37,7 +37,7 @@ def enough_files_for_the_attacker() -> None:
     if soft < wanted:
         resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
     if wanted < 4500:
-        pytest.skip(f"the attacker needs 4,500 open files; the hard limit is {hard}")
+        unavailable(f"the attacker needs 4,500 open files; the hard limit is {hard}")
 
 
 def worker_of(server: Server) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -30,11 +31,12 @@ def _worker(pid: int) -> int:
 def test_a_worker_killed_mid_attempt_leaves_the_same_message_to_another(
         tmp_path: Path) -> None:
     first_arrived: list[float] = []
+    killed_yet = threading.Event()
 
     def answer(got: Received) -> tuple[int, dict[str, str], bytes]:
         if not first_arrived:
             first_arrived.append(time.monotonic())
-            time.sleep(8)  # the worker is killed meanwhile
+            killed_yet.wait(60)  # held, unanswered, until the worker is killed
         return 204, {}, b""
 
     with receiving(answer=answer) as receiver, serving(
@@ -49,6 +51,7 @@ def test_a_worker_killed_mid_attempt_leaves_the_same_message_to_another(
             assert server.process is not None
             os.kill(_worker(server.process.pid), signal.SIGKILL)
             killed = time.monotonic()
+            killed_yet.set()
             again = receiver.wait_for(2, timeout=LEASE_SECONDS + 15)[1]
         finally:
             store.dispose()

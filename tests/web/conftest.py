@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,24 @@ def every_app_validates_its_responses(monkeypatch: pytest.MonkeyPatch) -> None:
         return add_api(self, *args, **kwargs)
 
     monkeypatch.setattr(FlaskApp, "add_api", checked)
+
+
+# Of the answers of the served chain and of the long way, every header is compared but these,
+# which differ by nature between two answers: the request id, the Date, and the second a
+# window resets (X-RateLimit-Reset, and RateLimit's t=, masked by compared_headers).
+NOT_COMPARED = frozenset({"x-request-id", "date", "x-ratelimit-reset"})
+RESET = re.compile(r";t=\d+")
+
+
+def compared_headers(response: Any) -> dict[str, str | None]:
+    """Every header of the answer a client reads, but NOT_COMPARED (names lower-case, the
+    values of a repeated header joined)."""
+    headers: dict[str, str | None] = {
+        name: ", ".join(response.headers.get_list(name)) for name in response.headers
+        if name not in NOT_COMPARED}
+    if "ratelimit" in headers:
+        headers["ratelimit"] = RESET.sub(";t=(reset)", headers["ratelimit"] or "")
+    return headers
 
 
 def served_and_long_way(settings: Settings, tmp_path: Path, orders: list[dict[str, Any]],

@@ -29,12 +29,8 @@ from app.core.config import Settings
 from app.web.conditional import keeping_of
 from app.web.direct import is_direct
 from app.web.routing import Operation, operations
-from tests.web.conftest import ORDERS, served_and_long_way
+from tests.web.conftest import ORDERS, compared_headers, served_and_long_way
 
-# The headers a client reads; the request id, Date and the reset second differ by nature.
-COMPARED = ("content-type", "content-length", "etag", "location", "link",
-            "idempotent-replayed", "www-authenticate", "allow", "retry-after",
-            "deprecation", "sunset", "x-ratelimit-limit", "x-ratelimit-remaining")
 # Members whose values are random by design: a webhook endpoint's secret, shown once, and
 # a cursor, which names its database (D26: a cursor of another database is refused).
 RANDOM_MEMBERS = frozenset({"secret", "next"})
@@ -173,16 +169,16 @@ def _headers(given: list[tuple[str, str]], bearer: dict[str, str]) -> list[tuple
 
 def _seen(response: Any) -> tuple[int, Any, dict[str, str | None]]:
     """What a client sees of an answer: status, body (JSON parsed, random members
-    masked), and the compared headers."""
+    masked), and every header but conftest's NOT_COMPARED."""
     body: Any = response.content
     if response.headers.get("content-type") == "application/json" and body:
         body = orjson.loads(body)
         if isinstance(body, dict):
             body = {k: ("(random)" if k in RANDOM_MEMBERS and isinstance(v, str) else v)
                     for k, v in body.items()}
-    headers = {h: response.headers.get(h) for h in COMPARED}
-    if headers["link"] is not None:
-        headers["link"] = CURSOR.sub(r"\1=(random)", headers["link"])
+    headers = compared_headers(response)
+    if "link" in headers:
+        headers["link"] = CURSOR.sub(r"\1=(random)", headers["link"] or "")
     if isinstance(body, dict) and "(random)" in body.values():  # its length follows theirs
         headers["content-length"] = None
     return response.status_code, body, headers

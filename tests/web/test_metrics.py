@@ -16,7 +16,8 @@ LIST = "/v1/store/orders"
 def sample(text: str, name: str, **labels: str) -> float:
     """The value of one sample in Prometheus text, 0 when absent."""
     wanted = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    match = re.search(rf"^{name}\{{{re.escape(wanted)}\}} (\S+)$", text, re.M)
+    braces = rf"\{{{re.escape(wanted)}\}}" if labels else ""
+    match = re.search(rf"^{name}{braces} (\S+)$", text, re.M)
     return float(match.group(1)) if match else 0.0
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 from app.core.config import Settings
@@ -11,16 +9,7 @@ from app.core.errors import StoreUnavailable
 from app.core.storage import Store
 from app.web import create_app
 from tests.conftest import PrivateRedis
-from tests.support import assert_error, wrap_store
-
-
-def wait_until(condition: Callable[[], Any], timeout: float) -> Any:
-    """condition()'s first true value, polled until timeout seconds have passed."""
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        assert time.monotonic() < deadline, "the condition did not come about in time"
-        time.sleep(0.05)
-    return found
+from tests.support import assert_error, wait_until, wrap_store
 
 
 class FailingStore:

@@ -15,8 +15,10 @@ from standardwebhooks.webhooks import Webhook
 from app.core.config import Settings
 from app.core.storage import Store
 from app.web import create_app
+from app.web.routing import operations
 from tests.receivers import Receiver, receiving
 from tests.support import assert_error, make_key
+from tests.web.test_fast_answers import requests_for
 from tests.web.test_key_lifecycle import read_key
 
 ENDPOINTS = "/v2/webhook-endpoints"
@@ -94,12 +96,25 @@ def test_a_key_never_sees_another_keys_endpoints(other: dict[str, str], client: 
 
 
 def test_a_read_key_gets_403_on_every_webhook_operation(reader: dict[str, str],
-                                                        client: Any) -> None:
-    assert_error(client.get(ENDPOINTS, headers=reader), 403, "insufficient_scope")
-    assert_error(client.post(ENDPOINTS, json={"url": "http://127.0.0.1/"}, headers=reader),
-                 403, "insufficient_scope")
-    assert_error(client.get(f"{ENDPOINTS}/1/deliveries", headers=reader), 403,
-                 "insufficient_scope")
+                                                        client: Any, auth: dict[str, str],
+                                                        receiver: Receiver) -> None:
+    endpoint = _create(client, auth, receiver.url).json()["id"]
+    before = client.get(f"{ENDPOINTS}/{endpoint}", headers=auth).json()
+    walked = [operation for operation in operations()
+              if "webhooks" in operation.definition.get("tags", ())]
+    assert len(walked) >= 9, "the document's webhook operations"
+    for operation in walked:
+        method, path, headers, body, _ = next(requests_for(operation, endpoint))  # valid
+        answer = client.request(method, path, headers=[*headers, *reader.items()],
+                                content=body)
+        assert_error(answer, 403, "insufficient_scope")
+        assert answer.headers["www-authenticate"] == 'Bearer error="insufficient_scope"'
+    # Nothing changed: the endpoint is as it was made, with no attempt.
+    assert client.get(f"{ENDPOINTS}/{endpoint}", headers=auth).json() == before
+    assert client.get(f"{ENDPOINTS}/{endpoint}/deliveries", headers=auth).json()[
+        "deliveries"] == []
+    assert [e["id"] for e in client.get(ENDPOINTS, headers=auth).json()["endpoints"]] == [
+        endpoint]
 
 
 @pytest.mark.parametrize(("url", "names"), [

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support import cpu_seconds
+from tests.support import cpu_seconds, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = r"""
@@ -50,9 +50,10 @@ def test_out_of_descriptors_the_accept_loop_pauses_warns_once_a_second_and_resum
         assert child.stdout is not None
         port = int(child.stdout.readline())
         held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(60)]
-        time.sleep(0.5)
+        wait_until(lambda: "accept failed" in errors.read_text(), 10,
+                   "the worker did not run out of descriptors")
         cpu = cpu_seconds(child.pid)
-        time.sleep(4)
+        time.sleep(4)  # a window to measure the CPU over
         assert cpu_seconds(child.pid) - cpu < 1.0  # paused, not spinning
         warnings = [line for line in errors.read_text().splitlines()
                     if "accept failed" in line]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from app.core.errors import InvalidParameter, ResyncRequired
 from app.core.services import open_services
 from app.core.storage import Store, open_store
 from tests.core.storage.conftest import Place
+from tests.support import wait_until
 
 NOW = "2026-11-24T10:00:00Z"
 
@@ -196,7 +196,7 @@ def test_positions_follow_commit_order_when_transactions_overlap(place: Place) -
         writer = threading.Thread(target=lambda: (orders.ship(patient, 2, NOW),
                                                   b_done.set()))
         writer.start()
-        time.sleep(0.2)
+        wait_until(lambda: place.writer_waits(writer), 5, "B did not wait for A's lock")
         polled, cursor = _follow(store, cursor)  # the reader, in between
         assert polled == []
         assert not b_done.is_set(), "B committed before A, which took its position first"
@@ -275,7 +275,7 @@ def test_transactions_changing_orders_in_opposite_order_never_deadlock(place: Pl
         a("UPDATE orders SET quantity = 10 WHERE id = 1")
         writer = threading.Thread(target=change_two)
         writer.start()
-        time.sleep(0.3)  # B waits now
+        wait_until(lambda: place.writer_waits(writer), 5, "B did not wait for A's lock")
         a("UPDATE orders SET quantity = 20 WHERE id = 2")
     writer.join(10)
     patient.dispose()

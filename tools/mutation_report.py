@@ -24,6 +24,7 @@ EXPLAINED_HEADING = "## Mutants left alive"
 # then __mutmut_<n> (mutmut 3's trampolines).
 NAME = re.compile(r"^(?P<module>[\w.]+?)\.(?:x_|xǁ)\S*__mutmut_\d+$")
 KILLED = {"killed", "timeout"}  # a mutant that hangs the tests is caught by them too
+UNCHECKED = "not checked"  # a run stopped midway (mutmut resumes it): no score claimed for it
 
 
 def results() -> list[tuple[str, str]]:
@@ -57,14 +58,15 @@ def main() -> int:
     for name, status in found:
         module = NAME.match(name).group("module")  # type: ignore[union-attr]
         by_module[module][status] += 1
-        if status not in KILLED:
+        if status not in KILLED and status != UNCHECKED:
             survivors.append((name, status))
     known = explained()
     failing = False
-    print(f"{'module':44} {'mutants':>8} {'killed':>8} {'score':>7}")
+    unfinished = False
+    print(f"{'module':44} {'mutants':>8} {'checked':>8} {'killed':>8} {'score':>7}")
     for module in sorted(by_module):
         counts = by_module[module]
-        total = sum(counts.values())
+        total = sum(counts.values()) - counts[UNCHECKED]
         killed = sum(counts[s] for s in KILLED)
         # An explained survivor is equivalent to the code: no test could kill it.
         equivalent = sum(1 for name, _ in survivors
@@ -72,7 +74,11 @@ def main() -> int:
         score = killed / max(total - equivalent, 1)
         failing |= score < TARGET
         mark = "" if score >= TARGET else f"  below {TARGET:.0%}"
-        print(f"{module:44} {total:8} {killed:8} {score:7.1%}{mark}")
+        if counts[UNCHECKED]:
+            # The score of the mutants checked so far, not the module's.
+            unfinished = True
+            mark = f"  {counts[UNCHECKED]} not checked yet"
+        print(f"{module:44} {total + counts[UNCHECKED]:8} {total:8} {killed:8} {score:7.1%}{mark}")
     unexplained = [(n, s) for n, s in survivors if n not in known]
     print(f"\n{len(survivors)} mutants left alive, {len(survivors) - len(unexplained)} of "
           f"them explained in {CHECKS}:")
@@ -81,7 +87,10 @@ def main() -> int:
     if unexplained:
         print(f"\n`mutmut show NAME` shows one; kill it with a test, or explain it under "
               f'"{EXPLAINED_HEADING}" in {CHECKS}.')
-    return 1 if failing or unexplained else 0
+    if unfinished:
+        print("\nThe run was stopped before every mutant was checked: `make mutation` again "
+              "resumes it (mutants/ keeps what was done).")
+    return 1 if failing or unexplained or unfinished else 0
 
 
 if __name__ == "__main__":

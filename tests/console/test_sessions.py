@@ -84,3 +84,12 @@ def test_a_session_just_within_its_timeouts_opens_the_console(
                              token=opened.session.token)
     assert "Order 1 is cancelled." in visitor.follow(cancelled).text
     assert store.get_order(1)["status"] == "cancelled"  # type: ignore[index]
+
+
+def test_the_consoles_own_files_are_served_before_any_session(visitor: Visitor) -> None:
+    # The sign-in page needs its stylesheet and script before there is a session.
+    for path, kind in (("/console/static/console.css", "text/css"),
+                       ("/console/static/forms.js", "text/javascript")):
+        served = visitor.get(path)
+        assert served.status_code == 200, (path, served.status_code)
+        assert served.headers["content-type"].startswith(kind)

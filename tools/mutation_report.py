@@ -72,13 +72,14 @@ def main() -> int:
         equivalent = sum(1 for name, _ in survivors
                          if name in known and name.startswith(module + "."))
         score = killed / max(total - equivalent, 1)
-        failing |= score < TARGET
+        failing |= bool(total) and score < TARGET
         mark = "" if score >= TARGET else f"  below {TARGET:.0%}"
         if counts[UNCHECKED]:
             # The score of the mutants checked so far, not the module's.
             unfinished = True
             mark = f"  {counts[UNCHECKED]} not checked yet"
-        print(f"{module:44} {total + counts[UNCHECKED]:8} {total:8} {killed:8} {score:7.1%}{mark}")
+        shown = f"{score:7.1%}" if total else f"{'-':>7}"
+        print(f"{module:44} {total + counts[UNCHECKED]:8} {total:8} {killed:8} {shown}{mark}")
     unexplained = [(n, s) for n, s in survivors if n not in known]
     print(f"\n{len(survivors)} mutants left alive, {len(survivors) - len(unexplained)} of "
           f"them explained in {CHECKS}:")

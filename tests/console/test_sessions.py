@@ -11,11 +11,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from connexion import FlaskApp
 
 from app.core.config import Settings
 from app.core.storage import Store
 from app.core.users import accounts, sessions
-from tests.console.conftest import Visitor
+from tests.console.conftest import GOOD, Visitor
 
 REFUSED = "or it has expired. Open the page again and send it from there."  # CrossSite
 
@@ -93,3 +94,27 @@ def test_the_consoles_own_files_are_served_before_any_session(visitor: Visitor) 
         served = visitor.get(path)
         assert served.status_code == 200, (path, served.status_code)
         assert served.headers["content-type"].startswith(kind)
+
+
+@pytest.mark.parametrize("base", ["http://testserver", "https://testserver"])
+def test_signing_out_clears_the_cookie_as_it_was_set(app: FlaskApp, owner: str,
+                                                     base: str) -> None:
+    """The browser drops a cookie only when told with its own name and path: over HTTPS
+    the __Host- one, Secure; HttpOnly and SameSite=Strict as when it was set (D35)."""
+    secure = base.startswith("https")
+    name = ("__Host-" if secure else "") + "petstore-console"
+    with app.test_client(base_url=base) as client:
+        visitor = Visitor(client)
+        visitor.get("/console/sign-in")
+        signed = visitor.post("/console/sign-in", {"name": owner, "password": GOOD},
+                              headers={"Origin": base})
+        visitor.follow(signed)
+        out = visitor.post("/console/sign-out", headers={"Origin": base})
+        assert out.headers["location"] == "/console/sign-in?out=1"
+        cleared = [c for c in out.headers.get_list("set-cookie")
+                   if c.startswith(f"{name}=")]
+        assert len(cleared) == 1, out.headers.get_list("set-cookie")
+        parts = {part.strip() for part in cleared[0].split(";")}
+        assert f"{name}=" in parts and "Max-Age=0" in parts
+        assert {"HttpOnly", "Path=/", "SameSite=Strict"} <= parts
+        assert ("Secure" in parts) is secure and not any(p.startswith("Domain") for p in parts)

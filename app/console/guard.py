@@ -110,7 +110,7 @@ def _form_token_matches(token: str | None) -> bool:
 def guard() -> Page | None:
     """The checks above, before every page of the console (registered below by a call,
     not a decorator: mutmut leaves decorated functions unmutated, and make mutation is to
-    reach these checks, issue 56)."""
+    reach these checks; docs/house/checks.md)."""
     current = state()
     settings = current.services.settings
     if not host_allowed(flask.request.host, settings.console_hosts):

@@ -304,9 +304,15 @@ def test_the_password_asked_to_make_or_rotate_a_key_is_throttled(signed_in: Visi
     _, key = keys.create(store, plan="free", name="warehouse", per_minute=None,
                          per_day=None)
     signed_in.get("/console/keys")
-    for _ in range(5):
-        wrong = _make(signed_in, name="x", plan="free", scope="write", password="a guess")
+    # A form without the password is a wrong password too.
+    for password in ({}, {"password": "a guess"}, {"password": ""}, {"password": "x"},
+                     {"password": GOOD.upper()}):
+        wrong = _make(signed_in, name="x", plan="free", scope="write", **password)
         assert wrong.status_code == 403
+        assert "That is not your password; nothing was done." in wrong.text
+    entry = store.audit_entries(1)[0]
+    assert (entry.user_name, entry.address, entry.action, entry.detail) == (
+        "owner", "testclient", "password confirmation failed", "create key")
     # The sixth waits, even with the right password, and nothing is made.
     sixth = _make(signed_in, name="x", plan="free", scope="write", password=GOOD)
     assert sixth.status_code == 429 and 'id="secret"' not in sixth.text

@@ -118,3 +118,25 @@ def test_signing_out_clears_the_cookie_as_it_was_set(app: FlaskApp, owner: str,
         assert f"{name}=" in parts and "Max-Age=0" in parts
         assert {"HttpOnly", "Path=/", "SameSite=Strict"} <= parts
         assert ("Secure" in parts) is secure and not any(p.startswith("Domain") for p in parts)
+
+
+def test_a_sign_in_forgets_the_timed_out_sessions_and_no_other(
+        app: FlaskApp, visitor: Visitor, store: Store, owner: str,
+        console_settings: Settings) -> None:
+    user = store.console_user(owner)
+    assert user is not None
+    now = time.time()
+    idle = sessions.open_session(store, user, sessions.OPEN,
+                                 now - console_settings.console_idle_timeout - 100)
+    old = sessions.open_session(store, user, sessions.OPEN,
+                                now - console_settings.console_absolute_timeout - 100)
+    store.touch_console_session(old.session.digest, now)
+    live = _session(visitor, store, 600, 30)  # the owner, in the console in one browser
+    # ...signs in in another.
+    other = Visitor(app.test_client())
+    other.follow(other.sign_in(owner, GOOD))
+    assert "Pending orders" in other.page
+    assert store.console_session(idle.session.digest) is None
+    assert store.console_session(old.session.digest) is None
+    assert store.console_session(live.session.digest) is not None
+    assert "Pending orders" in visitor.get("/console/").text

@@ -147,7 +147,16 @@ class Link:
             limit = (min(self.bounds.call, self.bounds.connect_timeout) if trial
                      else self.bounds.call)
             wait = DOWN_WAIT_SECONDS if trial else self.bounds.pool_timeout
-            conn = self._pooled(min(wait, limit) if bounded else wait)
+            try:
+                conn = self._pooled(min(wait, limit) if bounded else wait)
+            except PoolTimeout:
+                if trial and self._down_since is None:
+                    # The link rose while this trial waited (a check or another call had
+                    # answers); the pool has made no connection since, which says nothing
+                    # of the link: a 503, without marking the link down again.
+                    raise StoreUnavailable("PostgreSQL: no connection yet after it "
+                                           "answered again") from None
+                raise
             try:
                 left = limit - (time.monotonic() - started)
                 with self.watchdog.bounded(conn, max(left, 0.1) if bounded else None) as bound:

@@ -132,12 +132,26 @@ def test_a_postgresql_link_that_drops_packets_gets_503s_within_the_bound_and_hea
         # A request that needs no database went on meanwhile: the console's static files.
         assert call(server.port, "GET", "/console/static/console.css").status == 200
         # The feed goes on from a cursor taken before the fault: every acknowledged order.
-        fed: set[int] = set()
-        while orders := (page := call(server.port, "GET", f"{FEED}?after={cursor}&limit=1000",
-                                      auth).json())["orders"]:
-            fed.update(order["id"] for order in orders)
-            cursor = page["next"]
-        assert set(ledger.acknowledged.values()) <= fed
+        assert set(ledger.acknowledged.values()) <= set(_fed(server, auth, cursor))
+
+
+def _fed(server: Server, auth: dict[str, str], cursor: str) -> list[int]:
+    """The ids of the orders the feed gives after cursor, in its order, following `next`
+    to the end; a 503 soon after a heal is asked again after its Retry-After, as a client
+    would, until HEALED_WITHIN has passed."""
+    fed: list[int] = []
+    deadline = time.monotonic() + HEALED_WITHIN
+    while True:
+        answer = call(server.port, "GET", f"{FEED}?after={cursor}&limit=1000", auth)
+        if answer.status == 503 and time.monotonic() < deadline:
+            assert_unavailable(answer)
+            time.sleep(float(answer.headers["retry-after"]))  # as the answer asks
+            continue
+        assert answer.status == 200, (answer.status, answer.body)
+        if not (orders := answer.json()["orders"]):
+            return fed
+        fed.extend(order["id"] for order in orders)
+        cursor = answer.json()["next"]
 
 
 def _first_of_each(received: list[Received]) -> list[Received]:
@@ -183,11 +197,7 @@ def test_the_webhooks_deliverer_goes_on_from_where_it_was_after_a_postgresql_lin
         assert {a.status for a in ledger.answers} <= {201, 503}, ledger.statuses()
         assert [a for a in ledger.answers if a.sent > healed and a.status == 201]
         # Every change of the feed since the endpoint was made, in the feed's order.
-        fed: list[int] = []
-        while orders := (page := call(server.port, "GET", f"{FEED}?after={cursor}&limit=1000",
-                                      auth).json())["orders"]:
-            fed.extend(order["id"] for order in orders)
-            cursor = page["next"]
+        fed = _fed(server, auth, cursor)
         assert acknowledged <= set(fed)
         received = receiver.wait_until(
             lambda got: {first.message["data"]["id"] for first in got} >= set(fed),

@@ -5,7 +5,8 @@ A call that ran out of time, or that found no connection, marks the link down: c
 fail at once, but for one at a time that tries (and check(), which the readiness checks
 run off the requests' path every second), until one gets an answer; the pool then checks
 each connection it hands out for a while, so that none broken meanwhile reaches a request.
-A handler thread is held at most one bound, however long the link stays silent.
+A handler thread is held at most one bound, however long the link stays silent, and the
+one that tries a link marked down at most the connect timeout.
 """
 
 from __future__ import annotations
@@ -135,16 +136,29 @@ class Link:
         """A pooled connection and its call's bound, which counts the wait for the
         connection too: a call never takes longer than the statement timeout and a
         second. While the link is down, only one caller at a time gets one (the trial):
-        the others get StoreUnavailable at once."""
+        the others get StoreUnavailable at once. The trial is bounded by the connect
+        timeout instead (D41): it asks whether a link known silent answers again, and
+        should not hold its request longer than making a connection may take."""
         trial = self._down_since is not None
         if trial and not self._trial.acquire(blocking=False):
             raise StoreUnavailable(f"PostgreSQL: {self._down_reason}")
         try:
             started = time.monotonic()
+            limit = (min(self.bounds.call, self.bounds.connect_timeout) if trial
+                     else self.bounds.call)
             wait = DOWN_WAIT_SECONDS if trial else self.bounds.pool_timeout
-            conn = self._pooled(min(wait, self.bounds.call) if bounded else wait)
             try:
-                left = self.bounds.call - (time.monotonic() - started)
+                conn = self._pooled(min(wait, limit) if bounded else wait)
+            except PoolTimeout:
+                if trial and self._down_since is None:
+                    # The link rose while this trial waited (a check or another call had
+                    # answers); the pool has made no connection since, which says nothing
+                    # of the link: a 503, without marking the link down again.
+                    raise StoreUnavailable("PostgreSQL: no connection yet after it "
+                                           "answered again") from None
+                raise
+            try:
+                left = limit - (time.monotonic() - started)
                 with self.watchdog.bounded(conn, max(left, 0.1) if bounded else None) as bound:
                     yield conn, bound
             finally:

@@ -608,3 +608,96 @@ def test_stock_keys_and_webhooks_are_kept_from_the_console(browser: Any,
             assert done in actions, (done, actions)
         assert "key secret renewed" not in actions, actions
         _screenshot(browser, "audit")
+
+
+# The console's own pages that a link of the page reaches (the same origin, under
+# /console/), without the export (a download) and the board's JSON.
+LINKS = """
+const here = location.origin + "/console/";
+return [...document.querySelectorAll("a[href]")].map((a) => a.href.split("#")[0])
+  .filter((href) => href.startsWith(here) && !href.includes("/orders.csv")
+                    && !href.includes("/orders/changes"));
+"""
+# Whether the page scrolls sideways: wider than the window's inner width (WCAG 2.1's
+# reflow; a wide table scrolls inside its own box).
+SIDEWAYS = ("return [document.documentElement.scrollWidth, window.innerWidth,"
+            " document.title];")
+WIDTHS = (390, 1280)
+# The rows of a table whose cells do not span their row (a cell made a flex box is no
+# table cell, and its row's cells misalign): each as "table row: cell".
+MISALIGNED = """
+const out = [];
+document.querySelectorAll("table.grid tbody tr").forEach((tr, n) => {
+  const row = tr.getBoundingClientRect();
+  tr.querySelectorAll("td").forEach((td) => {
+    const cell = td.getBoundingClientRect();
+    if (Math.abs(cell.top - row.top) > 1 || Math.abs(cell.bottom - row.bottom) > 1)
+      out.push(tr.closest("table").id + " " + n + ": " + td.className);
+  });
+});
+return out;
+"""
+SHOTS = {"": "home", "orders": "board", "keys": "keys", "webhooks/1": "webhook"}
+
+
+def _fits(browser: Any, url: str, console: str = "") -> list[str]:
+    """The widths at which the page at url scrolls sideways or its rows misalign, each
+    with its figures; its picture at each width, for the pages of SHOTS."""
+    wide = []
+    for width in WIDTHS:
+        browser.set_window_size(width, 900)
+        browser.get(url)
+        scroll, inner, title = browser.execute_script(SIDEWAYS)
+        assert inner <= width, (url, inner)  # the window's inner width, not its frame's
+        if scroll > inner:
+            wide.append(f"{url} ({title}) at {width}: {scroll} > {inner}")
+        wide += [f"{url} at {width}: {row}" for row in browser.execute_script(MISALIGNED)]
+        if console and url.startswith(console) and url[len(console):] in SHOTS:
+            _screenshot(browser, f"{SHOTS[url[len(console):]]}-{width}")
+    return wide
+
+
+def test_no_page_scrolls_sideways_at_390_or_1280(browser: Any, tmp_path: Path) -> None:
+    with serving(tmp_path, webhook_allowed_networks="127.0.0.0/8") as server:
+        long_name = "Biscuit the very patient long-haired dachshund of the harbour " * 2
+        pets = tmp_path / "pets.json"
+        pets.write_text(json.dumps([{"id": 1, "name": MARKUP}, {"id": 2, "name": long_name,
+                                                                "tags": ["small", "puppy"]}]))
+        server.petstore("pets", "import", str(pets))
+        placed = tmp_path / "orders.json"
+        placed.write_text(json.dumps(
+            [{"id": n, "petId": 1 + n % 2, "quantity": 1 + n % 3} for n in range(1, 6)]
+            + [{"id": 6, "petId": 2, "quantity": 2, "status": "shipped",
+                "shipDate": "2026-11-20T10:00:00Z"}]))
+        server.petstore("orders", "import", str(placed))
+        server.petstore("keys", "create", "--plan", "enterprise", "--per-minute", "100000",
+                        "--per-day", "10000000", "--name", long_name)
+        server.petstore("webhooks", "add", "http://127.0.0.1:9/a/rather/long/path/of/the/"
+                        "receiver/that/the/accounting/tool/gave/us?token=abcdefghijklmnop",
+                        "--description", long_name)
+        console = f"http://127.0.0.1:{server.port}/console/"
+
+        # Signed out: the sign-in page, a page that is none, the first password's page.
+        wide = _fits(browser, console) + _fits(browser, f"{console}no-such-page")
+        one_time = server.petstore("users", "add", "owner").stdout.strip()
+        browser.get(console)
+        _fill(browser, name="owner", password=one_time)
+        _submit(browser)
+        wide += _fits(browser, browser.current_url)
+        _fill(browser, current=one_time, new=PASSWORD, repeat=PASSWORD)
+        _submit(browser)
+        assert browser.current_url == console
+
+        # Signed in: every page a link reaches, from Home.
+        seen, waiting = set(), [console]
+        while waiting:
+            url = waiting.pop(0)
+            if url in seen:
+                continue
+            seen.add(url)
+            wide += _fits(browser, url, console)
+            waiting += [link for link in browser.execute_script(LINKS) if link not in seen]
+        assert {f"{console}{page}" for page in (
+            "", "orders", "pets", "pets/1", "pets/new", "keys", "webhooks", "webhooks/1",
+            "audit", "account/password", "account/second-factor")} <= seen, seen
+        assert not wide, wide

@@ -6,6 +6,8 @@ the service's own Flask app, over the same core rules as the API.
   session, the origin check and the synchronizer token of every POST, and the stage a page
   needs;
 - inputs.py: what the console takes of a request's text (no NUL, whichever the store);
+- times.py: a moment as a page shows it (a <time> element, UTC until the browser's
+  script writes it in the browser's zone);
 - auth.py: signing in (password, then the authenticator's code), the first password
   change, enrolling, replacing or removing a second factor, signing out;
 - checks.py: every check of a password or a code, throttled alike, and the password (and

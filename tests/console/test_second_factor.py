@@ -53,7 +53,8 @@ def test_the_second_factor_is_enrolled_then_asked_at_each_sign_in(
     # The code is drawn as markup, with no script of its own (the one script is every
     # page's, which sends a form once a click).
     assert "<svg" in page.text and re.findall(r"<script[^>]*>", page.text) == [
-        '<script src="/console/static/forms.js" defer>']
+        '<script src="/console/static/forms.js" defer>',
+        '<script src="/console/static/times.js" defer>']
     assert 'id="otpauth">otpauth://totp/Pet%20Store%20Orders:owner?secret=' in page.text
     secret = _offered(page.text)
     assert 'name="secret"' not in page.text  # the server keeps it, not the form

@@ -331,8 +331,8 @@ def test_the_audit_log_shows_who_did_what_from_where(signed_in: Visitor, store: 
     signed_in.post("/console/orders/1/cancel", {"version": str(store.order_version(1))})
     accounts.record(store, None, "10.0.0.7", "sign-in failed", "<script>x</script>")
     page = signed_in.get("/console/audit").text
-    rows = re.findall(r"<tr><td>[^<]+</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td>"
-                      r"<td>([^<]*)</td></tr>", page)
+    rows = re.findall(r"<tr><td><time [^>]+>[^<]+</time></td><td>([^<]+)</td><td>([^<]+)</td>"
+                      r"<td>([^<]+)</td><td>([^<]*)</td></tr>", page)
     assert rows[:3] == [("-", "10.0.0.7", "sign-in failed", "&lt;script&gt;x&lt;/script&gt;"),
                         ("owner", "testclient", "cancel", "order 1"),
                         ("owner", "testclient", "signed in (password)", "")]

@@ -119,6 +119,7 @@ def _act(browser: Any, order_id: int, action: str) -> None:
     _submit(browser, form)
 
 
+
 def _console_request(server: Server, method: str, path: str, cookie: str,
                      body: str = "") -> tuple[int, dict[str, str]]:
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
@@ -637,6 +638,21 @@ document.querySelectorAll("table.grid tbody tr").forEach((tr, n) => {
 });
 return out;
 """
+# The fields of the page that no label names (a <label>, for or around it, or aria-label).
+UNLABELLED = """
+return [...document.querySelectorAll("input, select, textarea")]
+  .filter((field) => field.type !== "hidden" && field.labels.length === 0
+                     && !field.getAttribute("aria-label"))
+  .map((field) => field.outerHTML.slice(0, 160));
+"""
+# The page's times: each <time>'s text, title and datetime; and any time the page's text
+# shows as a raw ISO string.
+TIMES = """
+return {times: [...document.querySelectorAll("time")].map((t) => [t.textContent, t.title,
+                                                                  t.dateTime]),
+        raw: document.body.innerText.match(/\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d\\S*/g) || []};
+"""
+ZONE = "Pacific/Auckland"  # the browser's zone in the walk: UTC+13 in November
 SHOTS = {"": "home", "orders": "board", "keys": "keys", "webhooks/1": "webhook"}
 
 
@@ -688,15 +704,26 @@ def test_no_page_scrolls_sideways_at_390_or_1280(browser: Any, tmp_path: Path) -
         _submit(browser)
         assert browser.current_url == console
 
-        # Signed in: every page a link reaches, from Home.
-        seen, waiting = set(), [console]
+        # Signed in: every page a link reaches, from Home, in a browser far from UTC: each
+        # field has its label, each time is the browser's, with the UTC time on hover.
+        browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": ZONE})
+        seen, waiting, unlabelled, times = set(), [console], [], []
         while waiting:
             url = waiting.pop(0)
             if url in seen:
                 continue
             seen.add(url)
             wide += _fits(browser, url, console)
+            unlabelled += [f"{url}: {field}" for field in browser.execute_script(UNLABELLED)]
+            shown = browser.execute_script(TIMES)
+            assert not shown["raw"], (url, shown["raw"])
+            times += shown["times"]
             waiting += [link for link in browser.execute_script(LINKS) if link not in seen]
+        assert not unlabelled, unlabelled
+        assert len(times) >= 3, times  # the keys' made, the shipped order, the audit log
+        for text, title, moment in times:
+            assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", title), title
+            assert "GMT+13" in text and "UTC" not in text, (text, title, moment)
         assert {f"{console}{page}" for page in (
             "", "orders", "pets", "pets/1", "pets/new", "keys", "webhooks", "webhooks/1",
             "audit", "account/password", "account/second-factor")} <= seen, seen

@@ -9,6 +9,7 @@ from app.console import (
     auth,
     board,
     catalogue,
+    confirm,
     errors,
     guard,
     home,
@@ -22,7 +23,7 @@ from app.core.services import Services
 from app.core.users.throttle import SignInThrottle
 
 # Each module adds its pages (or checks, or error pages) to the blueprint as it loads.
-PARTS = (guard, inputs, times, auth, board, catalogue, api_keys, hooks, home, errors)
+PARTS = (guard, inputs, times, auth, board, catalogue, api_keys, hooks, confirm, home, errors)
 
 
 def register(app: flask.Flask, services: Services, plans: dict[str, Plan]) -> None:

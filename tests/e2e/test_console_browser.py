@@ -119,6 +119,26 @@ def _act(browser: Any, order_id: int, action: str) -> None:
     _submit(browser, form)
 
 
+def _follow(browser: Any, link: Any) -> None:
+    """Click a link, and wait for the page it leads to."""
+    page = browser.find_element(By.TAG_NAME, "html")
+    link.click()
+    WebDriverWait(browser, WAIT_SECONDS).until(_replaced(page))
+
+
+def _confirmed(browser: Any, link: Any, title: str, shot: str = "") -> None:
+    """Click a destructive act's link: its confirmation page, which changes nothing, says
+    title (its picture named shot); then send its form."""
+    _follow(browser, link)
+    assert browser.find_element(By.TAG_NAME, "h1").text == title
+    if shot:
+        _screenshot(browser, shot)
+    _submit(browser, browser.find_element(By.ID, "confirm"))
+
+
+def _cancel_link(browser: Any, order_id: int) -> Any:
+    return _row(browser, order_id).find_element(By.CSS_SELECTOR, "a[data-action=cancel]")
+
 
 def _console_request(server: Server, method: str, path: str, cookie: str,
                      body: str = "") -> tuple[int, dict[str, str]]:
@@ -200,7 +220,7 @@ def test_an_owner_signs_in_works_the_board_and_signs_out(browser: Any, tmp_path:
 
         _act(browser, 12, "ship")
         assert _notice(browser) == "Order 12 is shipped."
-        _act(browser, 10, "cancel")
+        _confirmed(browser, _cancel_link(browser, 10), "Cancel order 10?", "confirm-cancel")
         assert _notice(browser) == "Order 10 is cancelled."
         ids = [int(row.get_attribute("id")[6:]) for row in
                browser.find_elements(By.CSS_SELECTOR, "#orders tbody tr")]
@@ -208,7 +228,7 @@ def test_an_owner_signs_in_works_the_board_and_signs_out(browser: Any, tmp_path:
 
         # Changed meanwhile (by the CLI, as by the API): the board acts on nothing.
         server.petstore("orders", "ship", "8")
-        _act(browser, 8, "cancel")
+        _follow(browser, _cancel_link(browser, 8))
         assert _notice(browser).startswith("Order 8 changed meanwhile; nothing was done.")
 
         # A new order appears on the open board without a reload.
@@ -232,7 +252,7 @@ def test_an_owner_signs_in_works_the_board_and_signs_out(browser: Any, tmp_path:
             "return row !== null && row.classList.contains('unselected');"))
         assert _text(browser, "#order-6 .status") == "shipped"
         assert not browser.execute_script(
-            "return document.querySelector('#order-6 form[data-action=cancel]') !== null;")
+            "return document.querySelector('#order-6 [data-action=cancel]') !== null;")
         _act(browser, 14, "ship")  # the new row's own form, with its version
         assert _notice(browser) == "Order 14 is shipped."
 
@@ -594,7 +614,8 @@ def test_stock_keys_and_webhooks_are_kept_from_the_console(browser: Any,
         browser.get(f"{console}keys")
         assert _text(browser, "#keys tbody tr:first-child .last-used") != "never"
         row = browser.find_element(By.CSS_SELECTOR, "#keys tbody tr")
-        _submit(browser, row.find_element(By.XPATH, ".//form[contains(@action, 'revoke')]"))
+        _confirmed(browser, row.find_element(By.XPATH, ".//a[contains(@href, 'revoke')]"),
+                   f"Revoke key {_text(browser, '#keys tbody tr:first-child .id').split()[0]}?")
         assert "is revoked" in _notice(browser)
         WebDriverWait(browser, WAIT_SECONDS, poll_frequency=0.5).until(
             lambda _: _api(server, "GET", "/v2/store/orders", secret)[0] == 401)

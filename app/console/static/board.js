@@ -44,6 +44,12 @@
       form.action = base + "/" + order.id + "/" + action;
       form.querySelector("input[name=version]").value = String(order.version);
     }
+    // Cancel: a link to its confirmation page (app/console/confirm.py), with the version.
+    for (const link of tr.querySelectorAll("a.action")) {
+      if (!order.actions.includes(link.dataset.action)) { link.remove(); continue; }
+      link.href = base + "/" + order.id + "/" + link.dataset.action + "?"
+        + new URLSearchParams({version: String(order.version), back: table.dataset.back});
+    }
   }
 
   function show(order) {

@@ -14,7 +14,13 @@ And the catalogue, the keys and the webhooks (D32-D34, D12, D28): a pet added wi
 goes pending then sold as an API client orders it out, and available again when stock is
 received; a key made in the console works over HTTP until it is revoked there; a webhook
 endpoint whose receiver is broken shows failing with its error, and once the receiver is
-fixed a replay brings the deliveries; each of these is in the audit log.
+fixed a replay brings the deliveries; each of these is in the audit log. A cancel and a
+revocation go through their confirmation page.
+
+And the layout: every page a link reaches, signed in and signed out, at 390 and 1280 px,
+scrolls no wider than the window (a wide table scrolls in its own box) and lines up its
+tables' rows; each of its fields has a label; each time it shows is in the browser's zone
+(here far from UTC), with the UTC time on hover.
 
 With PETSTORE_CONSOLE_SCREENSHOTS set to a folder, the pages are saved there as PNG files
 (`make screenshots` refreshes docs/images/console/, which docs/console.md shows)."""

@@ -1,7 +1,9 @@
 """The store's connections to PostgreSQL (D41): its pool, the bound of every call on it
 (postgres_links.py), the state of the link, and check()'s connection of its own.
 
-A call that ran out of time, or that found no connection, marks the link down: calls then
+A call that ran out of time, or that found no connection while the pool had room to make
+one (not a busy database's queue, whose connections are all handed out), marks the link
+down: calls then
 fail at once, but for one at a time that tries (and check(), which the readiness checks
 run off the requests' path every second), until one gets an answer; the pool then checks
 each connection it hands out for a while, so that none broken meanwhile reaches a request.
@@ -242,9 +244,19 @@ class Link:
             self.fell(reason, cut_others=True)
         else:
             reason = first_line(exc)
-            if bound is None:
+            if bound is None and not self._all_in_use():
                 self.fell(reason)
         return StoreUnavailable(f"PostgreSQL: {reason}")
+
+    def _all_in_use(self) -> bool:
+        """Whether every connection the pool may have is made and handed out: a call that
+        found none then met a busy database (a flash sale's requests queued on one pet),
+        not a silent link, and gets its 503 without marking the link down for every other
+        call; a silent link is found by the calls holding those connections, which run out
+        of time (the watchdog), and by the readiness check."""
+        stats = self.pool.get_stats()
+        return (stats.get("pool_size", 0) >= self.pool.max_size
+                and stats.get("pool_available", 0) == 0)
 
     def check(self) -> dict[str, str]:
         """Facts about a connection for the storage suite and /readyz (commit durability,

@@ -75,6 +75,12 @@ def unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
+# What a loaded CI machine may add to a time the service promises (a key cache's time to
+# live, say) before a test that waits for it gives up: the promise is the service's, the
+# room is the machine's (two cores shared by two test processes and their servers).
+LOADED_ROOM = 8.0
+
+
 def wait_until(condition: Callable[[], Any], timeout: float = 10.0,
                message: str = "the condition did not come about", every: float = 0.02) -> Any:
     """condition()'s first true value, polled every `every` seconds until timeout seconds

@@ -6,6 +6,8 @@ the service's own Flask app, over the same core rules as the API.
   session, the origin check and the synchronizer token of every POST, and the stage a page
   needs;
 - inputs.py: what the console takes of a request's text (no NUL, whichever the store);
+- times.py: a moment as a page shows it (a <time> element, UTC until the browser's
+  script writes it in the browser's zone);
 - auth.py: signing in (password, then the authenticator's code), the first password
   change, enrolling, replacing or removing a second factor, signing out;
 - checks.py: every check of a password or a code, throttled alike, and the password (and
@@ -17,6 +19,8 @@ the service's own Flask app, over the same core rules as the API.
 - api_keys.py: the API keys: the list, making, rotating, revoking, lifting a ban;
 - hooks.py: the webhook endpoints: their state and lag, deliveries, a test message,
   enabling, disabling, rotating a secret, replaying;
+- confirm.py: the confirmation pages before an act that cannot be undone (cancel an
+  order, revoke a key, withdraw a pet), each holding the act's form;
 - home.py: the home page and the audit log;
 - errors.py: every error as a page;
 - pages.py: register(), which puts them together on a Flask app.

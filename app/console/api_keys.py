@@ -62,8 +62,9 @@ def row_of(key: ApiKey, now: str) -> dict[str, Any]:
     quotas = plan_of(key, plans) if key.plan in plans or key.per_minute is not None else None
     banned = key.banned_until is not None and key.banned_until > now
     return {"key": key, "state": keys.state_of(key, now), "quotas": quotas,
-            "banned": banned, "last_used": f"{key.last_used_at[:16]}Z"
-            if key.last_used_at else "never"}
+            # Last used to the minute (D21), as the key's row keeps it.
+            "banned": banned,
+            "last_used": f"{key.last_used_at[:16]}Z" if key.last_used_at else None}
 
 
 def _notice() -> tuple[str, str] | None:
@@ -71,8 +72,9 @@ def _notice() -> tuple[str, str] | None:
     key_id = query_id("key")
     if key_id is None:
         return None
-    return notice({"revoked": f"Key {key_id} is revoked: workers refuse it within the key "
-                              "cache's seconds.",
+    seconds = state().services.settings.key_cache_seconds
+    return notice({"revoked": f"Key {key_id} is revoked: the API refuses its secret within "
+                              f"{seconds:g} {'second' if seconds == 1 else 'seconds'}.",
                    "unbanned": f"Key {key_id} is not banned."})
 
 

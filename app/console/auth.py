@@ -20,6 +20,8 @@ from app.console.blueprint import (
     PUBLIC,
     Page,
     address,
+    asked,
+    carrying,
     console,
     needs,
     render,
@@ -49,9 +51,15 @@ def _throttled(template: str, who: str, epoch: str | None, known: bool,
 
 def _step(user: ConsoleUser, stage: str,
           replacing: ConsoleSession | None) -> Page:
-    """A new session at the stage (ending the one it replaces), and its page."""
+    """A new session at the stage (ending the one it replaces), and its page: the next
+    step's, carrying the page asked for before the sign-in, or, the session open, that
+    page (only a path of the console: blueprint.next_path) or Home."""
     opened = sessions.open_session(store(), user, stage, time.time(), replacing)
-    response = flask.redirect(flask.url_for(STAGE_PAGES[stage]), 303)
+    wanted = asked()
+    if stage == sessions.OPEN and wanted is not None:
+        response = flask.redirect(wanted, 303)
+    else:
+        response = flask.redirect(carrying(flask.url_for(STAGE_PAGES[stage]), wanted), 303)
     set_cookie(response, SESSION_COOKIE, opened.session_id)
     return response
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import flask
 from werkzeug.exceptions import HTTPException
@@ -83,6 +84,37 @@ def address() -> str | None:
     return flask.request.remote_addr
 
 
+# A page of the console, as the guard carries it to the sign-in page and back
+# (docs/console.md, "The first sign-in"): /console/ and then names of letters, digits and
+# -._~ joined by single slashes, no "." or ".." among them, and a query of printable ASCII.
+# No scheme, no //, no backslash, no space or line break: a link to another site
+# (//evil.example, /\evil, https://evil) or out of the console (/console/../x) is no such
+# path, and the user goes Home instead.
+NEXT = re.compile(r"/console/(?:[A-Za-z0-9._~-]+/?)*(?:\?[\x21-\x5b\x5d-\x7e]*)?\Z")
+NEXT_MAX = 2000
+
+
+def next_path(text: str) -> str | None:
+    """text when it is a path of the console to go on to after signing in, else None."""
+    if len(text) > NEXT_MAX or not NEXT.match(text) or "//" in text:
+        return None
+    if {".", ".."} & set(text.split("?", 1)[0].split("/")):
+        return None
+    return text
+
+
+def asked() -> str | None:
+    """The page the visitor asked for before signing in, as the sign-in's pages carry it
+    (next in the URL, then in each step's form); None for none or for any other text."""
+    found = flask.request.values.get("next", "")
+    return next_path(found) if found else None
+
+
+def carrying(url: str, wanted: str | None) -> str:
+    """url, carrying the page asked for (if any) in its query."""
+    return f"{url}?next={quote(wanted, safe='/')}" if wanted else url
+
+
 def render(template: str, status: int = 200, headers: dict[str, str] | None = None,
            **context: Any) -> Page:
     """A page of the console: its template with the visitor, the form token, and form_key
@@ -90,7 +122,8 @@ def render(template: str, status: int = 200, headers: dict[str, str] | None = No
     session, user = visitor()
     token = session.token if session is not None else flask.g.get("console_form_token")
     body = flask.render_template(f"console/{template}", user=user, session=session,
-                                 token=token, form_key=form_key, **context)
+                                 token=token, form_key=form_key, next_page=asked(),
+                                 **context)
     return flask.Response(body, status, headers=headers, mimetype="text/html")
 
 

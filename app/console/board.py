@@ -189,14 +189,19 @@ def orders_board() -> Page:
                   notice=_notice(), after=feed.latest(found))
 
 
-def _back(text: str, **notice: Any) -> Page:
-    """303 to the board page the action was sent from (its filters and cursor, read from
-    the form and kept only where they are the board's own), saying what happened."""
+def board_url(text: str, **notice: Any) -> str:
+    """The board page an action was sent from (its filters and cursor, read from the form
+    or a link and kept only where they are the board's own), saying what happened."""
     kept: dict[str, Any] = {}
     for name, value in parse_qsl(text):
         if name in (*FILTERS, "cursor"):
             kept.setdefault(name, []).append(value)
-    return flask.redirect(flask.url_for("console.orders_board", **kept, **notice), 303)
+    return flask.url_for("console.orders_board", **kept, **notice)
+
+
+def _back(text: str, **notice: Any) -> Page:
+    """303 to the board page the action was sent from, saying what happened."""
+    return flask.redirect(board_url(text, **notice), 303)
 
 
 # The core's refusals, by the word the board shows them with (_notice).

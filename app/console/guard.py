@@ -11,7 +11,8 @@
    carries the session's synchronizer token (before a session, the sign-in form's token,
    which must equal its cookie's); else 403, and nothing changes;
 5. the stage: a page opens only at the stages it names (blueprint.needs); a visitor
-   without a session goes to the sign-in page, one who still owes a new password, a code
+   without a session goes to the sign-in page (carrying the page asked for, which opens
+   once the sign-in is done: blueprint.next_path), one who still owes a new password, a code
    or a second factor goes to that page.
 
 The token is the session's own, kept with it in the database, rather than Flask-WTF's
@@ -33,7 +34,15 @@ import time
 import flask
 from werkzeug.exceptions import BadRequest, Forbidden
 
-from app.console.blueprint import PUBLIC, Page, console, stages_of, state
+from app.console.blueprint import (
+    PUBLIC,
+    Page,
+    carrying,
+    console,
+    next_path,
+    stages_of,
+    state,
+)
 from app.core import metrics
 from app.core.setting_values import split_host
 from app.core.users import sessions
@@ -142,7 +151,11 @@ def guard() -> Page | None:
     if session is None:
         if flask.request.method == "POST":
             raise CrossSite()
-        return flask.redirect(flask.url_for("console.sign_in"), 303)
+        # The page asked for goes with the sign-in, to open once it is done
+        # (docs/console.md, "The first sign-in").
+        wanted = flask.request.full_path.rstrip("?")
+        carried = next_path(wanted) if wanted != flask.url_for("console.home") else None
+        return flask.redirect(carrying(flask.url_for("console.sign_in"), carried), 303)
     if session.stage not in stages:
         if flask.request.method == "POST":
             raise CrossSite()

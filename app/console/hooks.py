@@ -18,7 +18,9 @@ import re
 from typing import Any
 
 import flask
+from markupsafe import Markup
 
+from app.console import times
 from app.console.blueprint import (
     Page,
     address,
@@ -54,20 +56,18 @@ def _allowed() -> tuple[webhooks.Network, ...]:
     return webhooks.networks(state().services.settings.webhook_allowed_networks)
 
 
-def _moment(seconds: float | None) -> str:
-    return "" if seconds is None else format_time(dt.datetime.fromtimestamp(seconds, dt.UTC))
-
-
-def state_of(endpoint: WebhookEndpoint) -> tuple[str, str]:
+def state_of(endpoint: WebhookEndpoint) -> tuple[str, Markup]:
     """The endpoint's state, as a word and a sentence: enabled; failing, with its next
-    attempt; disabled, with its reason."""
+    attempt (a <time>, times.py); disabled, with its reason (as text)."""
     if not endpoint.enabled:
-        return "disabled", f"Disabled: {endpoint.disabled_reason or 'no reason kept'}."
+        return "disabled", Markup("Disabled: {}.").format(
+            endpoint.disabled_reason or "no reason kept")
     if endpoint.attempt:
         tries = "attempt" if endpoint.attempt == 1 else "attempts"
-        return "failing", (f"Failing: {endpoint.attempt} failed {tries} of one message; next "
-                           f"attempt at {_moment(endpoint.next_attempt_at) or 'once due'}.")
-    return "enabled", "Enabled."
+        return "failing", Markup("Failing: {} failed {} of one message; next attempt {}.").format(
+            endpoint.attempt, tries, Markup("at ") + times.moment(endpoint.next_attempt_at)
+            if endpoint.next_attempt_at is not None else "once due")
+    return "enabled", Markup("Enabled.")
 
 
 def row_of(endpoint: WebhookEndpoint) -> dict[str, Any]:
@@ -185,7 +185,7 @@ def rotate_webhook(endpoint_id: str) -> Page:
     else:
         _record("webhook secret rotated", f"endpoint {number}, old secret for {hours} h")
     return render("webhook_secret.html", 200, SECRET_HEADERS, endpoint=endpoint,
-                  secret=secret, until=_moment(endpoint.previous_until),
+                  secret=secret, until=endpoint.previous_until,
                   again=sending.before is not None)
 
 
@@ -209,8 +209,8 @@ def replay_webhook(endpoint_id: str) -> Page:
     form = flask.request.form
     since, after = form.get("since", "").strip(), form.get("after", "").strip()
     if bool(since) == bool(after):
-        return _endpoint_view(number, 400, "Give a time or a feed cursor to replay from (one "
-                                           "of them); nothing changed.")
+        return _endpoint_view(number, 400, "Give a time, or a point in the change feed, to "
+                                           "replay from (one of them); nothing changed.")
     try:
         if since:
             moment = _since(since)

@@ -4,14 +4,26 @@ from __future__ import annotations
 
 import flask
 
-from app.console import api_keys, auth, board, catalogue, errors, guard, home, hooks, inputs
+from app.console import (
+    api_keys,
+    auth,
+    board,
+    catalogue,
+    confirm,
+    errors,
+    guard,
+    home,
+    hooks,
+    inputs,
+    times,
+)
 from app.console.blueprint import STATE, Console, console
 from app.core.quotas.plans import Plan
 from app.core.services import Services
 from app.core.users.throttle import SignInThrottle
 
 # Each module adds its pages (or checks, or error pages) to the blueprint as it loads.
-PARTS = (guard, inputs, auth, board, catalogue, api_keys, hooks, home, errors)
+PARTS = (guard, inputs, times, auth, board, catalogue, api_keys, hooks, confirm, home, errors)
 
 
 def register(app: flask.Flask, services: Services, plans: dict[str, Plan]) -> None:

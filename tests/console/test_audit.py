@@ -9,8 +9,8 @@ from app.core.storage import Store
 from app.core.users import accounts
 from tests.console.conftest import Visitor
 
-ROW = re.compile(r"<tr><td>[^<]+</td><td>([^<]+)</td><td>[^<]+</td><td>([^<]+)</td>"
-                 r"<td>([^<]*)</td></tr>")
+ROW = re.compile(r"<tr><td><time [^>]+>[^<]+ UTC</time></td><td>([^<]+)</td><td>[^<]+</td>"
+                 r"<td>([^<]+)</td><td>([^<]*)</td></tr>")
 
 
 def test_the_audit_log_is_filtered_by_user_and_by_what(signed_in: Visitor,

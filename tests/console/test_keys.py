@@ -55,6 +55,15 @@ def test_a_key_is_made_with_the_password_and_its_secret_shown_once(signed_in: Vi
     row = _row(listed, key.id)
     assert cell(row, "quotas") == "300/min, 10,000/day"
     assert (cell(row, "last-used"), cell(row, "state")) == ("never", "active")
+    # A time, without script, is UTC a person reads, the moment in its datetime and on
+    # hover (the browser's script writes it in the browser's zone).
+    made_at = key.created_at.replace("+00:00", "Z")
+    assert cell(row, "created") == (
+        f'<time datetime="{made_at}" title="{made_at[:10]} {made_at[11:19]} UTC">'
+        f'{made_at[:10]} {made_at[11:16]} UTC</time>')
+    expires = re.fullmatch(r'<time datetime="(\S+)Z" title="[^"]+">([^<]+)</time>',
+                           cell(row, "expires"))
+    assert expires and expires.group(2) == f"{expires.group(1)[:10]} {expires.group(1)[11:16]} UTC"
     entry = store.audit_entries(1)[0]
     assert (entry.action, entry.detail) == (
         "key created", f"key {key.id} ({key.prefix}...), plan pro, scope read: storefront")
@@ -138,7 +147,8 @@ def test_a_ban_is_lifted(signed_in: Visitor, store: Store) -> None:
     _, key = keys.create(store, plan="free", name="", per_minute=None, per_day=None)
     store.ban_key(key.id, "2099-01-01T00:00:00Z")
     signed_in.get("/console/keys")
-    assert "banned until 2099-01-01T00:00:00Z" in cell(_row(signed_in.page, key.id), "state")
+    assert ('banned until <time datetime="2099-01-01T00:00:00Z" title="2099-01-01 00:00:00 UTC">'
+            "2099-01-01 00:00 UTC</time>") in cell(_row(signed_in.page, key.id), "state")
     lifted = signed_in.post(f"/console/keys/{key.id}/unban")
     page = signed_in.follow(lifted).text
     assert f"Key {key.id} is not banned." in page
@@ -217,7 +227,7 @@ def test_the_rotation_sent_twice_rotates_once_and_the_clients_old_secret_still_w
     assert now is not None and now.digest == keys.digest(_secret(again.text))
     # A second rotation would have made the first's unseen secret the old one.
     assert now.previous_digest == keys.digest(old)
-    assert f"the old one works until {now.previous_until}" in again.text
+    assert f'the old one works until <time datetime="{now.previous_until}"' in again.text
     assert _works(signed_in, old) and _works(signed_in, _secret(again.text))
     assert not _works(signed_in, first)
 

@@ -4,11 +4,13 @@ wherever its cookie is copied, a form from another site or without its token cha
 nothing, the sixth failure waits from its address only, the password page's current
 password is throttled alike, a Host outside PETSTORE_CONSOLE_HOSTS and an address outside
 PETSTORE_CONSOLE_ALLOW are refused, no API key opens the console and no quota meters it,
-and every answer is a page with the security headers."""
+and every answer is a page with the security headers. After signing in, the page asked
+for opens: a path of the console only, never another site."""
 
 from __future__ import annotations
 
 import re
+from urllib.parse import quote
 
 import pytest
 from connexion import FlaskApp
@@ -66,6 +68,52 @@ def test_the_first_sign_in_changes_the_one_time_password(visitor: Visitor,
         "password changed", "new password refused", "signed in (password)", "user added"]
 
 
+NEXT = re.compile(r'name="next" value="([^"]*)"')
+
+
+def _carried(visitor: Visitor) -> dict[str, str]:
+    """The page asked for, as the page's form carries it (none: {})."""
+    found = NEXT.search(visitor.page)
+    return {"next": found.group(1).replace("&amp;", "&")} if found else {}
+
+
+def test_after_the_first_sign_in_the_page_asked_for_opens(visitor: Visitor,
+                                                          store: Store) -> None:
+    _, one_time = accounts.add(store, "ann")
+    asked = visitor.get("/console/orders?status=pending")
+    assert asked.headers["location"] == "/console/sign-in?next=/console/orders%3Fstatus%3Dpending"
+    visitor.follow(asked)
+    assert _carried(visitor) == {"next": "/console/orders?status=pending"}
+    signed = visitor.post("/console/sign-in",
+                          {"name": "ann", "password": one_time, **_carried(visitor)})
+    assert signed.headers["location"] == (
+        "/console/account/password?next=/console/orders%3Fstatus%3Dpending")
+    visitor.follow(signed)
+    changed = visitor.post("/console/account/password", {
+        "current": one_time, "new": GOOD, "repeat": GOOD, **_carried(visitor)})
+    assert changed.headers["location"] == "/console/orders?status=pending"
+    _assert_page(visitor.follow(changed), 200, 'value="pending" checked')
+    # Home asks for nothing more than Home.
+    visitor.follow(visitor.post("/console/sign-out"))
+    assert visitor.get("/console/").headers["location"] == "/console/sign-in"
+
+
+@pytest.mark.parametrize("elsewhere", [
+    "//evil.example", "/\\evil.example", "/\\/evil.example", "https://evil.example",
+    "http:/console/x", "javascript:alert(1)", "evil.example", "/console/../x",
+    "/console/./x", "/console/pets/..", "/console//evil.example", "/console/%2e%2e/x",
+    "/console/x?a=//evil", "/console/x\r\nSet-Cookie: a=1", "/console/x%0d%0aSet-Cookie",
+    "/console/x\tx", "/other", "/console", " /console/", "/console/x#frag\u2028",
+])
+def test_no_page_but_the_consoles_is_followed_after_signing_in(visitor: Visitor, owner: str,
+                                                               elsewhere: str) -> None:
+    shown = visitor.get(f"/console/sign-in?next={quote(elsewhere, safe='')}")
+    assert shown.status_code == 200 and 'name="next"' not in shown.text
+    signed = visitor.post("/console/sign-in",
+                          {"name": owner, "password": GOOD, "next": elsewhere})
+    assert signed.status_code == 303 and signed.headers["location"] == "/console/"
+
+
 def test_a_wrong_password_and_an_unknown_name_read_alike(visitor: Visitor, owner: str) -> None:
     wrong = visitor.sign_in(owner, "not the password")
     unknown = visitor.sign_in("nobody", GOOD)
@@ -88,7 +136,8 @@ def test_signing_out_ends_the_session_for_a_copy_of_its_cookie(signed_in: Visito
     signed_in.client.cookies.clear()
     with_cookie = {"Cookie": f"petstore-console={cookie}"}
     again = signed_in.get("/console/orders", headers=with_cookie)
-    assert again.status_code == 303 and again.headers["location"] == "/console/sign-in"
+    assert again.status_code == 303
+    assert again.headers["location"] == "/console/sign-in?next=/console/orders"
     acted = signed_in.post("/console/orders/1/cancel", {"version": "1"}, token=token,
                            headers=with_cookie)
     _assert_page(acted, 403, "did not come from this console")
@@ -294,8 +343,8 @@ def test_the_audit_log_shows_who_did_what_from_where(signed_in: Visitor, store: 
     signed_in.post("/console/orders/1/cancel", {"version": str(store.order_version(1))})
     accounts.record(store, None, "10.0.0.7", "sign-in failed", "<script>x</script>")
     page = signed_in.get("/console/audit").text
-    rows = re.findall(r"<tr><td>[^<]+</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td>"
-                      r"<td>([^<]*)</td></tr>", page)
+    rows = re.findall(r"<tr><td><time [^>]+>[^<]+</time></td><td>([^<]+)</td><td>([^<]+)</td>"
+                      r"<td>([^<]+)</td><td>([^<]*)</td></tr>", page)
     assert rows[:3] == [("-", "10.0.0.7", "sign-in failed", "&lt;script&gt;x&lt;/script&gt;"),
                         ("owner", "testclient", "cancel", "order 1"),
                         ("owner", "testclient", "signed in (password)", "")]

@@ -14,7 +14,13 @@ And the catalogue, the keys and the webhooks (D32-D34, D12, D28): a pet added wi
 goes pending then sold as an API client orders it out, and available again when stock is
 received; a key made in the console works over HTTP until it is revoked there; a webhook
 endpoint whose receiver is broken shows failing with its error, and once the receiver is
-fixed a replay brings the deliveries; each of these is in the audit log.
+fixed a replay brings the deliveries; each of these is in the audit log. A cancel and a
+revocation go through their confirmation page.
+
+And the layout: every page a link reaches, signed in and signed out, at 390 and 1280 px,
+scrolls no wider than the window (a wide table scrolls in its own box) and lines up its
+tables' rows; each of its fields has a label; each time it shows is in the browser's zone
+(here far from UTC), with the UTC time on hover.
 
 With PETSTORE_CONSOLE_SCREENSHOTS set to a folder, the pages are saved there as PNG files
 (`make screenshots` refreshes docs/images/console/, which docs/console.md shows)."""
@@ -119,6 +125,27 @@ def _act(browser: Any, order_id: int, action: str) -> None:
     _submit(browser, form)
 
 
+def _follow(browser: Any, link: Any) -> None:
+    """Click a link, and wait for the page it leads to."""
+    page = browser.find_element(By.TAG_NAME, "html")
+    link.click()
+    WebDriverWait(browser, WAIT_SECONDS).until(_replaced(page))
+
+
+def _confirmed(browser: Any, link: Any, title: str, shot: str = "") -> None:
+    """Click a destructive act's link: its confirmation page, which changes nothing, says
+    title (its picture named shot); then send its form."""
+    _follow(browser, link)
+    assert browser.find_element(By.TAG_NAME, "h1").text == title
+    if shot:
+        _screenshot(browser, shot)
+    _submit(browser, browser.find_element(By.ID, "confirm"))
+
+
+def _cancel_link(browser: Any, order_id: int) -> Any:
+    return _row(browser, order_id).find_element(By.CSS_SELECTOR, "a[data-action=cancel]")
+
+
 def _console_request(server: Server, method: str, path: str, cookie: str,
                      body: str = "") -> tuple[int, dict[str, str]]:
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
@@ -199,7 +226,7 @@ def test_an_owner_signs_in_works_the_board_and_signs_out(browser: Any, tmp_path:
 
         _act(browser, 12, "ship")
         assert _notice(browser) == "Order 12 is shipped."
-        _act(browser, 10, "cancel")
+        _confirmed(browser, _cancel_link(browser, 10), "Cancel order 10?", "confirm-cancel")
         assert _notice(browser) == "Order 10 is cancelled."
         ids = [int(row.get_attribute("id")[6:]) for row in
                browser.find_elements(By.CSS_SELECTOR, "#orders tbody tr")]
@@ -207,7 +234,7 @@ def test_an_owner_signs_in_works_the_board_and_signs_out(browser: Any, tmp_path:
 
         # Changed meanwhile (by the CLI, as by the API): the board acts on nothing.
         server.petstore("orders", "ship", "8")
-        _act(browser, 8, "cancel")
+        _follow(browser, _cancel_link(browser, 8))
         assert _notice(browser).startswith("Order 8 changed meanwhile; nothing was done.")
 
         # A new order appears on the open board without a reload.
@@ -231,7 +258,7 @@ def test_an_owner_signs_in_works_the_board_and_signs_out(browser: Any, tmp_path:
             "return row !== null && row.classList.contains('unselected');"))
         assert _text(browser, "#order-6 .status") == "shipped"
         assert not browser.execute_script(
-            "return document.querySelector('#order-6 form[data-action=cancel]') !== null;")
+            "return document.querySelector('#order-6 [data-action=cancel]') !== null;")
         _act(browser, 14, "ship")  # the new row's own form, with its version
         assert _notice(browser) == "Order 14 is shipped."
 
@@ -593,7 +620,8 @@ def test_stock_keys_and_webhooks_are_kept_from_the_console(browser: Any,
         browser.get(f"{console}keys")
         assert _text(browser, "#keys tbody tr:first-child .last-used") != "never"
         row = browser.find_element(By.CSS_SELECTOR, "#keys tbody tr")
-        _submit(browser, row.find_element(By.XPATH, ".//form[contains(@action, 'revoke')]"))
+        _confirmed(browser, row.find_element(By.XPATH, ".//a[contains(@href, 'revoke')]"),
+                   f"Revoke key {_text(browser, '#keys tbody tr:first-child .id').split()[0]}?")
         assert "is revoked" in _notice(browser)
         WebDriverWait(browser, WAIT_SECONDS, poll_frequency=0.5).until(
             lambda _: _api(server, "GET", "/v2/store/orders", secret)[0] == 401)
@@ -608,3 +636,122 @@ def test_stock_keys_and_webhooks_are_kept_from_the_console(browser: Any,
             assert done in actions, (done, actions)
         assert "key secret renewed" not in actions, actions
         _screenshot(browser, "audit")
+
+
+# The console's own pages that a link of the page reaches (the same origin, under
+# /console/), without the export (a download) and the board's JSON.
+LINKS = """
+const here = location.origin + "/console/";
+return [...document.querySelectorAll("a[href]")].map((a) => a.href.split("#")[0])
+  .filter((href) => href.startsWith(here) && !href.includes("/orders.csv")
+                    && !href.includes("/orders/changes"));
+"""
+# Whether the page scrolls sideways: wider than the window's inner width (WCAG 2.1's
+# reflow; a wide table scrolls inside its own box).
+SIDEWAYS = ("return [document.documentElement.scrollWidth, window.innerWidth,"
+            " document.title];")
+WIDTHS = (390, 1280)
+# The rows of a table whose cells do not span their row (a cell made a flex box is no
+# table cell, and its row's cells misalign): each as "table row: cell".
+MISALIGNED = """
+const out = [];
+document.querySelectorAll("table.grid tbody tr").forEach((tr, n) => {
+  const row = tr.getBoundingClientRect();
+  tr.querySelectorAll("td").forEach((td) => {
+    const cell = td.getBoundingClientRect();
+    if (Math.abs(cell.top - row.top) > 1 || Math.abs(cell.bottom - row.bottom) > 1)
+      out.push(tr.closest("table").id + " " + n + ": " + td.className);
+  });
+});
+return out;
+"""
+# The fields of the page that no label names (a <label>, for or around it, or aria-label).
+UNLABELLED = """
+return [...document.querySelectorAll("input, select, textarea")]
+  .filter((field) => field.type !== "hidden" && field.labels.length === 0
+                     && !field.getAttribute("aria-label"))
+  .map((field) => field.outerHTML.slice(0, 160));
+"""
+# The page's times: each <time>'s text, title and datetime; and any time the page's text
+# shows as a raw ISO string.
+TIMES = """
+return {times: [...document.querySelectorAll("time")].map((t) => [t.textContent, t.title,
+                                                                  t.dateTime]),
+        raw: document.body.innerText.match(/\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d\\S*/g) || []};
+"""
+ZONE = "Pacific/Auckland"  # the browser's zone in the walk: UTC+13 in November
+SHOTS = {"": "home", "orders": "board", "keys": "keys", "webhooks/1": "webhook"}
+
+
+def _fits(browser: Any, url: str, console: str = "") -> list[str]:
+    """The widths at which the page at url scrolls sideways or its rows misalign, each
+    with its figures; its picture at each width, for the pages of SHOTS."""
+    wide = []
+    for width in WIDTHS:
+        browser.set_window_size(width, 900)
+        browser.get(url)
+        scroll, inner, title = browser.execute_script(SIDEWAYS)
+        assert inner <= width, (url, inner)  # the window's inner width, not its frame's
+        if scroll > inner:
+            wide.append(f"{url} ({title}) at {width}: {scroll} > {inner}")
+        wide += [f"{url} at {width}: {row}" for row in browser.execute_script(MISALIGNED)]
+        if console and url.startswith(console) and url[len(console):] in SHOTS:
+            _screenshot(browser, f"{SHOTS[url[len(console):]]}-{width}")
+    return wide
+
+
+def test_no_page_scrolls_sideways_at_390_or_1280(browser: Any, tmp_path: Path) -> None:
+    with serving(tmp_path, webhook_allowed_networks="127.0.0.0/8") as server:
+        long_name = "Biscuit the very patient long-haired dachshund of the harbour " * 2
+        pets = tmp_path / "pets.json"
+        pets.write_text(json.dumps([{"id": 1, "name": MARKUP}, {"id": 2, "name": long_name,
+                                                                "tags": ["small", "puppy"]}]))
+        server.petstore("pets", "import", str(pets))
+        placed = tmp_path / "orders.json"
+        placed.write_text(json.dumps(
+            [{"id": n, "petId": 1 + n % 2, "quantity": 1 + n % 3} for n in range(1, 6)]
+            + [{"id": 6, "petId": 2, "quantity": 2, "status": "shipped",
+                "shipDate": "2026-11-20T10:00:00Z"}]))
+        server.petstore("orders", "import", str(placed))
+        server.petstore("keys", "create", "--plan", "enterprise", "--per-minute", "100000",
+                        "--per-day", "10000000", "--name", long_name)
+        server.petstore("webhooks", "add", "http://127.0.0.1:9/a/rather/long/path/of/the/"
+                        "receiver/that/the/accounting/tool/gave/us?token=abcdefghijklmnop",
+                        "--description", long_name)
+        console = f"http://127.0.0.1:{server.port}/console/"
+
+        # Signed out: the sign-in page, a page that is none, the first password's page.
+        wide = _fits(browser, console) + _fits(browser, f"{console}no-such-page")
+        one_time = server.petstore("users", "add", "owner").stdout.strip()
+        browser.get(console)
+        _fill(browser, name="owner", password=one_time)
+        _submit(browser)
+        wide += _fits(browser, browser.current_url)
+        _fill(browser, current=one_time, new=PASSWORD, repeat=PASSWORD)
+        _submit(browser)
+        assert browser.current_url == console
+
+        # Signed in: every page a link reaches, from Home, in a browser far from UTC: each
+        # field has its label, each time is the browser's, with the UTC time on hover.
+        browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": ZONE})
+        seen, waiting, unlabelled, times = set(), [console], [], []
+        while waiting:
+            url = waiting.pop(0)
+            if url in seen:
+                continue
+            seen.add(url)
+            wide += _fits(browser, url, console)
+            unlabelled += [f"{url}: {field}" for field in browser.execute_script(UNLABELLED)]
+            shown = browser.execute_script(TIMES)
+            assert not shown["raw"], (url, shown["raw"])
+            times += shown["times"]
+            waiting += [link for link in browser.execute_script(LINKS) if link not in seen]
+        assert not unlabelled, unlabelled
+        assert len(times) >= 3, times  # the keys' made, the shipped order, the audit log
+        for text, title, moment in times:
+            assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", title), title
+            assert "GMT+13" in text and "UTC" not in text, (text, title, moment)
+        assert {f"{console}{page}" for page in (
+            "", "orders", "pets", "pets/1", "pets/new", "keys", "webhooks", "webhooks/1",
+            "audit", "account/password", "account/second-factor")} <= seen, seen
+        assert not wide, wide

@@ -5,7 +5,8 @@ partition fails. While it drops, every request that needs the link is answered 5
 service_unavailable with Retry-After within the bound the manual states, /healthz answers
 at once, /readyz says no within about two seconds naming what is unreachable; after it
 heals, the service answers 2xx again within a bound with no restart, and nothing it
-acknowledged is lost (tests/faults.py). The shared servers are never touched."""
+acknowledged is lost (tests/faults.py); the feed's long polls and the webhooks' deliverer go
+on from where they were. The shared servers are never touched."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.faults import Ledger, Load, Watch, assert_unavailable, call, first_success_after
+from tests.receivers import Received, receiving
 from tests.relay import Relay, relay_to
 from tests.support import Server, serving
 
@@ -30,6 +32,7 @@ READY_SAYS_NO_WITHIN = 3.0 + 2.0  # its checks notice a silent link within about
 HEALTH_ANSWERS_WITHIN = 1.0
 HEALED_WITHIN = 3.0 + 2.0  # a 201 again after the link heals
 DROP_SECONDS = 7.0
+DELIVERED_WITHIN = 10.0  # after the heal, every acknowledged change at the receiver
 FEED = "/v2/store/order-changes"
 
 
@@ -129,12 +132,86 @@ def test_a_postgresql_link_that_drops_packets_gets_503s_within_the_bound_and_hea
         # A request that needs no database went on meanwhile: the console's static files.
         assert call(server.port, "GET", "/console/static/console.css").status == 200
         # The feed goes on from a cursor taken before the fault: every acknowledged order.
-        fed: set[int] = set()
-        while orders := (page := call(server.port, "GET", f"{FEED}?after={cursor}&limit=1000",
-                                      auth).json())["orders"]:
-            fed.update(order["id"] for order in orders)
-            cursor = page["next"]
-        assert set(ledger.acknowledged.values()) <= fed
+        assert set(ledger.acknowledged.values()) <= set(_fed(server, auth, cursor))
+
+
+def _fed(server: Server, auth: dict[str, str], cursor: str) -> list[int]:
+    """The ids of the orders the feed gives after cursor, in its order, following `next`
+    to the end; a 503 soon after a heal is asked again after its Retry-After, as a client
+    would, until HEALED_WITHIN has passed."""
+    fed: list[int] = []
+    deadline = time.monotonic() + HEALED_WITHIN
+    while True:
+        answer = call(server.port, "GET", f"{FEED}?after={cursor}&limit=1000", auth)
+        if answer.status == 503 and time.monotonic() < deadline:
+            assert_unavailable(answer)
+            time.sleep(float(answer.headers["retry-after"]))  # as the answer asks
+            continue
+        assert answer.status == 200, (answer.status, answer.body)
+        if not (orders := answer.json()["orders"]):
+            return fed
+        fed.extend(order["id"] for order in orders)
+        cursor = answer.json()["next"]
+
+
+def _first_of_each(received: list[Received]) -> list[Received]:
+    """The messages received, each webhook-id once (the first time: delivery is at least
+    once, so a message whose attempt could not be recorded comes again)."""
+    first: dict[str, Received] = {}
+    for got in received:
+        first.setdefault(got.id, got)
+    return list(first.values())
+
+
+def test_the_webhooks_deliverer_goes_on_from_where_it_was_after_a_postgresql_link_heals(
+    postgres_relay: tuple[str, Relay], tmp_path: Path,
+) -> None:
+    database, relay = postgres_relay
+    with receiving() as receiver, serving(
+            tmp_path, "--workers", "2", database=database, ratelimit_enabled="false",
+            webhook_allowed_networks="127.0.0.0/8") as server:
+        auth = _auth(server)
+        cursor = call(server.port, "GET", f"{FEED}?limit=1000", auth).json()["next"]
+        created = call(server.port, "POST", "/v2/webhook-endpoints", auth,
+                       {"url": receiver.url})
+        assert created.status == 201, created.body
+        ledger = Ledger()
+        with Load(server.port, auth, ledger):
+            # Orders placed before the drop are delivered on a link that works.
+            receiver.wait_for(10, timeout=10)
+            relay.drop()
+            dropped = time.monotonic()
+            time.sleep(DROP_SECONDS)
+            relay.heal()
+            healed = time.monotonic()
+            # and after it: placed while the deliverer picks up again.
+            deadline = healed + HEALED_WITHIN + 5
+            while (first_success_after(ledger, healed) is None
+                   or len([a for a in ledger.answers if a.sent > healed and a.status == 201])
+                   < 20) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        acknowledged = set(ledger.acknowledged.values())
+        during = [a for a in ledger.answers if dropped < a.sent < healed]
+        assert {a.status for a in during} <= {201, 503} and during, Counter(
+            a.status for a in during)
+        assert {a.status for a in ledger.answers} <= {201, 503}, ledger.statuses()
+        assert [a for a in ledger.answers if a.sent > healed and a.status == 201]
+        # Every change of the feed since the endpoint was made, in the feed's order.
+        fed = _fed(server, auth, cursor)
+        assert acknowledged <= set(fed)
+        received = receiver.wait_until(
+            lambda got: {first.message["data"]["id"] for first in got} >= set(fed),
+            timeout=DELIVERED_WITHIN)
+        delivered = [got.message["data"]["id"] for got in _first_of_each(received)]
+        # None skipped, none out of order (a change sent again comes right after itself).
+        assert delivered == fed, (len(delivered), len(fed))
+        last_arrival = max(got.at for got in received) - healed
+        print(f"\n{dict(ledger.statuses())} acknowledged {len(acknowledged)}, changes "
+              f"{len(fed)}, messages {len(received)}, duplicates "
+              f"{len(received) - len(delivered)}, the last {last_arrival:.1f} s after the heal")
+        ledger.check_store(server.port, auth)
+        log = server.log.read_text()
+    assert "Traceback" not in log and "never retrieved" not in log, log[-3000:]
 
 
 @pytest.mark.parametrize("on_error", ["closed", "fallback"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -132,17 +133,29 @@ def test_a_cancel_on_one_host_is_seen_by_a_list_on_the_other_at_once(hosts: Host
 
 def _post(server: Server, path: str, body: dict[str, object],
           headers: dict[str, str]) -> tuple[int, dict[str, object]]:
+    """POST as a client does: under one Idempotency-Key, sent again after a 503's
+    Retry-After (a busy database's answer, D41) for up to RETRIED_FOR seconds."""
     import http.client
 
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-    try:
-        conn.request("POST", path, body=json.dumps(body),
-                     headers={**headers, "Content-Type": "application/json",
-                              "Idempotency-Key": uuid.uuid4().hex})
-        response = conn.getresponse()
-        return response.status, json.loads(response.read() or b"{}")
-    finally:
-        conn.close()
+    key = uuid.uuid4().hex
+    give_up = time.monotonic() + RETRIED_FOR
+    while True:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        try:
+            conn.request("POST", path, body=json.dumps(body),
+                         headers={**headers, "Content-Type": "application/json",
+                                  "Idempotency-Key": key})
+            response = conn.getresponse()
+            answer = response.status, json.loads(response.read() or b"{}")
+            wait = float(response.headers.get("Retry-After") or 1)
+        finally:
+            conn.close()
+        if answer[0] != 503 or time.monotonic() + wait > give_up:
+            return answer
+        time.sleep(wait)
+
+
+RETRIED_FOR = 30.0
 
 
 def test_a_sale_over_two_hosts_sells_exactly_the_units_there_are(hosts: Hosts) -> None:

@@ -19,7 +19,7 @@ from app.core.config import Settings
 from app.core.storage import Store
 from app.web import OPENAPI_DIR, create_app
 from app.web.routing import APIS
-from tests.support import ISSUED_SECRETS, assert_error, make_key, wait_until
+from tests.support import ISSUED_SECRETS, LOADED_ROOM, assert_error, make_key, wait_until
 
 RATE_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
 
@@ -41,7 +41,8 @@ def answered(ask: Callable[[], Any], status: int) -> Any:
     def seen() -> Any:
         answer = ask()
         return answer if answer.status_code == status else None
-    return wait_until(seen, CACHE + 2, f"no {status} within the key cache's time", every=0.1)
+    return wait_until(seen, CACHE + LOADED_ROOM, f"no {status} within the key cache's time",
+                      every=0.1)
 
 
 def bearer(secret: str) -> dict[str, str]:
@@ -154,8 +155,10 @@ def test_a_rotated_key_answers_to_both_secrets_until_the_grace_ends(
     new, _ = keys.rotation(store, key_id, grace_seconds=grace, now=rotated)
     ISSUED_SECRETS.add(new)
     during_new = answered(lambda: client.get("/v1/store/orders", headers=bearer(new)), 200)
+    # Each answer is judged by when its request was sent: a loaded machine may answer late.
+    sent = time.time()
     during_old = client.get("/v1/store/orders", headers=bearer(old))
-    assert during_old.status_code == 200
+    assert during_old.status_code == 200 or sent >= int(rotated) + grace
     # One key, one quota: the counters go on across the secrets.
     remaining = [int(r.headers["x-ratelimit-remaining"])
                  for r in (first, during_new, during_old)]
@@ -163,16 +166,19 @@ def test_a_rotated_key_answers_to_both_secrets_until_the_grace_ends(
     # Once what the app kept before the rotation has run out, the old secret is still let
     # in by the grace: waited out, the cache's own time.
     time.sleep(max(0.0, rotated + CACHE + 0.2 - time.time()))
-    assert client.get("/v1/store/orders", headers=bearer(old)).status_code == 200
+    sent = time.time()
+    assert (client.get("/v1/store/orders", headers=bearer(old)).status_code == 200
+            or sent >= int(rotated) + grace)
     # Asked until it is refused: never before the grace ends (stored to the second), and
     # within the cache's time after.
     def refused() -> Any:
+        sent = time.time()
         answer = client.get("/v1/store/orders", headers=bearer(old))
-        assert answer.status_code == 401 or time.time() < rotated + grace + CACHE + 0.5
+        assert answer.status_code == 401 or sent < rotated + grace + CACHE + 0.5
         assert answer.status_code == 200 or time.time() >= int(rotated) + grace
         return answer if answer.status_code == 401 else None
 
-    after = wait_until(refused, grace + CACHE + 2, "the old secret was not refused",
+    after = wait_until(refused, grace + CACHE + LOADED_ROOM, "the old secret was not refused",
                        every=0.1)
     assert_error(after, 401, "invalid_api_key")
     assert after.headers["www-authenticate"] == 'Bearer error="invalid_token"'

@@ -13,7 +13,7 @@ import pytest
 from app.core.config import Settings
 from app.core.storage import Store
 from app.web import create_app
-from tests.support import assert_error, wait_until
+from tests.support import LOADED_ROOM, assert_error, wait_until
 
 READS = ("/v1/store/orders", "/v2/store/orders?limit=2", "/v2/store/orders/1")
 
@@ -63,7 +63,7 @@ def test_a_repeated_read_still_refuses_what_the_long_way_refuses(
         answer = client.get(path, headers=auth)
         return answer if answer.status_code == 401 else None
 
-    assert_error(wait_until(expired, settings.key_cache_seconds + 2,
+    assert_error(wait_until(expired, settings.key_cache_seconds + LOADED_ROOM,
                             "the expiry did not reach the app", every=0.1),
                  401, "api_key_expired")
 

@@ -15,6 +15,19 @@
   let after = table.dataset.after;
   let added = 0;
 
+  // A moment as the server writes one (app/console/times.py): a <time> with the UTC time as
+  // its text and title; times.js writes its text in the browser's zone.
+  function moment(text) {
+    const element = document.createElement("time");
+    element.dateTime = text;
+    const utc = new Date(text);
+    if (Number.isNaN(utc.getTime())) { element.textContent = text; return element; }
+    const iso = utc.toISOString();
+    element.title = iso.slice(0, 10) + " " + iso.slice(11, 19) + " UTC";
+    element.textContent = iso.slice(0, 10) + " " + iso.slice(11, 16) + " UTC";
+    return element;
+  }
+
   function fill(tr, order) {
     tr.id = "order-" + order.id;
     const cell = (name) => tr.querySelector("td." + name);
@@ -22,7 +35,7 @@
     cell("pet").textContent = order.petId === undefined ? ""
       : String(order.petId) + (order.petName ? " · " + order.petName : "");
     cell("quantity").textContent = order.quantity === undefined ? "" : String(order.quantity);
-    cell("ship-date").textContent = order.shipDate || "";
+    cell("ship-date").replaceChildren(order.shipDate ? moment(order.shipDate) : "");
     cell("status").textContent = order.status;
     cell("complete").textContent = order.complete ? "yes" : "no";
     for (const form of tr.querySelectorAll("form.action")) {
@@ -30,6 +43,12 @@
       if (!order.actions.includes(action)) { form.remove(); continue; }
       form.action = base + "/" + order.id + "/" + action;
       form.querySelector("input[name=version]").value = String(order.version);
+    }
+    // Cancel: a link to its confirmation page (app/console/confirm.py), with the version.
+    for (const link of tr.querySelectorAll("a.action")) {
+      if (!order.actions.includes(link.dataset.action)) { link.remove(); continue; }
+      link.href = base + "/" + order.id + "/" + link.dataset.action + "?"
+        + new URLSearchParams({version: String(order.version), back: table.dataset.back});
     }
   }
 

@@ -448,10 +448,7 @@ def open_counter(settings: Settings) -> LimitsCounter:
     options = _storage_options(settings, plain)
     if "redis" in plain or "valkey" in plain:
         options["implementation"] = "redispy"
-    try:
-        storage = storage_from_string("async+" + plain, **options)
-    except ConfigurationError as exc:  # an unknown scheme, or its client not installed
-        raise SettingsError(f"PETSTORE_RATELIMIT_STORAGE={redacted(uri)}: {exc}") from None
+    storage = _storage(uri, "async+" + plain, options)
     assert isinstance(storage, AsyncStorage)
     if plain.startswith(("redis://", "rediss://")):
         return RedisCounter(storage, plain, settings.ratelimit_key_prefix,
@@ -468,7 +465,17 @@ def sync_storage(settings: Settings) -> Any:
     """The quota storage of the settings through limits' synchronous API, which any
     thread may use (a Flask thread must not touch the event loop's client)."""
     plain = settings.ratelimit_storage.removeprefix("async+")
-    return storage_from_string(plain, **_storage_options(settings, plain))
+    return _storage(settings.ratelimit_storage, plain, _storage_options(settings, plain))
+
+
+def _storage(uri: str, scheme_uri: str, options: dict[str, Any]) -> Any:
+    """limits' storage for scheme_uri; a URI it cannot use (an unknown scheme, or its
+    client not installed) is a SettingsError naming the variable, whichever opens it
+    first: the quotas' counter, the readiness probe or the console's throttle."""
+    try:
+        return storage_from_string(scheme_uri, **options)
+    except ConfigurationError as exc:
+        raise SettingsError(f"PETSTORE_RATELIMIT_STORAGE={redacted(uri)}: {exc}") from None
 
 
 def storage_probe(settings: Settings) -> Callable[[], bool]:

@@ -1,11 +1,14 @@
 """The store's connections to PostgreSQL (D41): its pool, the bound of every call on it
 (postgres_links.py), the state of the link, and check()'s connection of its own.
 
-A call that ran out of time, or that found no connection, marks the link down: calls then
+A call that ran out of time, or that found no connection while the pool had room to make
+one (not a busy database's queue, whose connections are all handed out), marks the link
+down: calls then
 fail at once, but for one at a time that tries (and check(), which the readiness checks
 run off the requests' path every second), until one gets an answer; the pool then checks
 each connection it hands out for a while, so that none broken meanwhile reaches a request.
-A handler thread is held at most one bound, however long the link stays silent.
+A handler thread is held at most one bound, however long the link stays silent, and the
+one that tries a link marked down at most the connect timeout.
 """
 
 from __future__ import annotations
@@ -135,16 +138,29 @@ class Link:
         """A pooled connection and its call's bound, which counts the wait for the
         connection too: a call never takes longer than the statement timeout and a
         second. While the link is down, only one caller at a time gets one (the trial):
-        the others get StoreUnavailable at once."""
+        the others get StoreUnavailable at once. The trial is bounded by the connect
+        timeout instead (D41): it asks whether a link known silent answers again, and
+        should not hold its request longer than making a connection may take."""
         trial = self._down_since is not None
         if trial and not self._trial.acquire(blocking=False):
             raise StoreUnavailable(f"PostgreSQL: {self._down_reason}")
         try:
             started = time.monotonic()
+            limit = (min(self.bounds.call, self.bounds.connect_timeout) if trial
+                     else self.bounds.call)
             wait = DOWN_WAIT_SECONDS if trial else self.bounds.pool_timeout
-            conn = self._pooled(min(wait, self.bounds.call) if bounded else wait)
             try:
-                left = self.bounds.call - (time.monotonic() - started)
+                conn = self._pooled(min(wait, limit) if bounded else wait)
+            except PoolTimeout:
+                if trial and self._down_since is None:
+                    # The link rose while this trial waited (a check or another call had
+                    # answers); the pool has made no connection since, which says nothing
+                    # of the link: a 503, without marking the link down again.
+                    raise StoreUnavailable("PostgreSQL: no connection yet after it "
+                                           "answered again") from None
+                raise
+            try:
+                left = limit - (time.monotonic() - started)
                 with self.watchdog.bounded(conn, max(left, 0.1) if bounded else None) as bound:
                     yield conn, bound
             finally:
@@ -228,9 +244,19 @@ class Link:
             self.fell(reason, cut_others=True)
         else:
             reason = first_line(exc)
-            if bound is None:
+            if bound is None and not self._all_in_use():
                 self.fell(reason)
         return StoreUnavailable(f"PostgreSQL: {reason}")
+
+    def _all_in_use(self) -> bool:
+        """Whether every connection the pool may have is made and handed out: a call that
+        found none then met a busy database (a flash sale's requests queued on one pet),
+        not a silent link, and gets its 503 without marking the link down for every other
+        call; a silent link is found by the calls holding those connections, which run out
+        of time (the watchdog), and by the readiness check."""
+        stats = self.pool.get_stats()
+        return (stats.get("pool_size", 0) >= self.pool.max_size
+                and stats.get("pool_available", 0) == 0)
 
     def check(self) -> dict[str, str]:
         """Facts about a connection for the storage suite and /readyz (commit durability,

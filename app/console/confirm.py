@@ -1,0 +1,106 @@
+"""Confirmation before an act that cannot be undone (docs/console.md, "Before an act that
+cannot be undone"): cancelling an order, revoking an API key, withdrawing a pet. The
+button on the board, the keys page or the pet's page is a link to a page (GET, which
+changes nothing) that says what will happen and holds the real form; that form posts to
+the action's own URL, which is as it was (the API's rules, the version, the token). No
+script is needed, and none is inline (the Content-Security-Policy stays as it is).
+
+Each page shows the thing as it is now. An order that changed since the board showed it
+goes back to the board, which says so, as its action would (D25); a key revoked already,
+or a pet withdrawn already, is said so, with no form."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flask
+from markupsafe import Markup
+
+from app.console.blueprint import Page, console, int64_of, path_id, render, state, store
+from app.console.board import board_url
+from app.console.times import moment
+from app.core import pets
+from app.core.errors import OrderNotFound, PetNotFound
+from app.core.keys import KeyNotFound
+
+
+def _page(title: str, facts: list[tuple[str, Any]], effect: str, action: str | None,
+          button: str, back: str, keep: str, fields: dict[str, Any] | None = None,
+          refused: str | None = None) -> Page:
+    """The confirmation page: what it is, what will happen, and the form that does it
+    (none where refused says why it cannot be done)."""
+    return render("confirm.html", title=title, facts=facts, effect=effect, action=action,
+                  button=button, back=back, keep=keep, fields=fields or {},
+                  refused=refused)
+
+
+@console.route("/orders/<order_id>/cancel", methods=["GET"])
+def confirm_cancel(order_id: str) -> Page:
+    """Cancel an order? At the version the board's row showed (its link carries it)."""
+    number = path_id(order_id)
+    found = store().get_versioned_order(number)
+    if found is None:
+        flask.abort(404, description=OrderNotFound(number).message)
+    order, now = found
+    args = flask.request.args
+    shown = int64_of(args.get("version", ""), 0)
+    version = now if shown is None else shown
+    back = args.get("back", "")
+    if version != now:  # changed since the board showed it: the board says so
+        return flask.redirect(board_url(back, refused="changed", order=number), 303)
+    refused = (None if order["status"] == "pending" else
+               f"Order {number} is {order['status']}: only a pending order can be cancelled.")
+    pet = order.get("petId")
+    name = store().pet_names([pet]).get(pet) if pet is not None else None
+    return _page(
+        f"Cancel order {number}?",
+        [("Pet", f"{pet} · {name}" if name else pet if pet is not None else "-"),
+         ("Quantity", order.get("quantity", "-")), ("Status", order["status"]),
+         ("Ship date", moment(order.get("shipDate")) or "-")],
+        "The order is cancelled for good: it cannot be shipped afterwards, the units it held "
+        "are free again (where the pet's stock is kept), and the API's clients and webhooks "
+        "are told.",
+        flask.url_for("console.act", order_id=number, action="cancel"), "Cancel the order",
+        board_url(back), "Keep the order", {"version": version, "back": back}, refused)
+
+
+@console.route("/keys/<key_id>/revoke", methods=["GET"])
+def confirm_revoke(key_id: str) -> Page:
+    """Revoke an API key?"""
+    number = path_id(key_id)
+    key = store().get_key(number)
+    if key is None:
+        flask.abort(404, description=KeyNotFound(number).message)
+    seconds = state().services.settings.key_cache_seconds
+    return _page(
+        f"Revoke key {number}?",
+        [("Name", key.name or "-"), ("Prefix", Markup("<code>{}…</code>").format(key.prefix)),
+         ("Plan", key.plan), ("Scope", key.scope),
+         ("Last used", moment(key.last_used_at and f"{key.last_used_at[:16]}Z") or "never")],
+        f"Every request with its secret is refused (401) within {seconds:g} "
+        f"{'second' if seconds == 1 else 'seconds'}, for good: a revoked key cannot be "
+        "brought back. The clients that use it need a new key.",
+        flask.url_for("console.revoke_key", key_id=number), "Revoke the key",
+        flask.url_for("console.keys_page"), "Keep the key",
+        refused=f"Key {number} is revoked already." if key.revoked_at else None)
+
+
+@console.route("/pets/<pet_id>/withdraw", methods=["GET"])
+def confirm_withdraw(pet_id: str) -> Page:
+    """Withdraw a pet from the catalogue?"""
+    number = path_id(pet_id)
+    try:
+        pet, _ = pets.get_versioned(store(), number)
+    except PetNotFound as exc:
+        flask.abort(404, description=exc.message)
+    return _page(
+        f"Withdraw pet {number}?",
+        [("Name", pet["name"]), ("Status", pet["status"]),
+         ("Stock", pet.get("stock", "not tracked"))],
+        "The pet leaves the catalogue: it takes no new order, and the API lists it as "
+        "withdrawn. It stays in the store, since orders name it, and its pending orders can "
+        "still ship or be cancelled.",
+        flask.url_for("console.withdraw_pet", pet_id=number), "Withdraw the pet",
+        flask.url_for("console.pet_page", pet_id=number), "Keep it in the catalogue",
+        refused=f"Pet {number} is withdrawn already." if pet["status"] == "withdrawn"
+        else None)

@@ -71,7 +71,8 @@ def test_a_session_past_its_timeout_is_sent_to_sign_in_and_changes_nothing(
     opened = _session(visitor, store, opened_ago(console_settings),  # type: ignore[operator]
                       seen_ago(console_settings))  # type: ignore[operator]
     page = visitor.get("/console/orders")
-    assert page.status_code == 303 and page.headers["location"] == "/console/sign-in"
+    assert page.status_code == 303
+    assert page.headers["location"] == "/console/sign-in?next=/console/orders"
     assert "Sign in" in visitor.follow(page).text
 
 

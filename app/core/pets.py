@@ -312,6 +312,9 @@ class Page:
     next: str | None
 
 
+NUL = "\x00"
+
+
 def pet_query(status: Iterable[str] | None = None, tag: Iterable[str] | None = None,
               category: str | None = None) -> PetQuery:
     """The filters of a list, checked and in one canonical form: status (any of; none,
@@ -324,6 +327,13 @@ def pet_query(status: Iterable[str] | None = None, tag: Iterable[str] | None = N
         raise InvalidParameter("tag", "tag_length", {"maxLength": TAG_MAX})
     if category is not None and (not category or len(category) > CATEGORY_MAX):
         raise InvalidParameter("category", "maxLength", {"maxLength": CATEGORY_MAX})
+    # A NUL is in no name (D37 refuses it, and PostgreSQL's text cannot hold one: the
+    # query would fail there, a 500); other characters D37 refuses may be in a name kept
+    # from before it, which a filter still finds.
+    if any(NUL in t for t in tags):
+        raise InvalidParameter("tag", names.RULE)
+    if category is not None and NUL in category:
+        raise InvalidParameter("category", names.RULE)
     return PetQuery(statuses, tags, category)
 
 

@@ -6,12 +6,15 @@ against openapi/petstore-v2.yaml and carries the rate-limit headers."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from app.core.storage import Store
-from tests.support import assert_error
+from app.core.config import Settings
+from app.core.storage import Store, open_store
+from app.web import create_app
+from tests.support import assert_error, make_key
 from tests.web.test_key_lifecycle import read_key
 
 PETS = "/v2/pets"
@@ -448,3 +451,22 @@ def test_the_inventory_sums_units_by_order_status_and_the_tracked_stock(
     after = client.get("/v2/store/inventory", headers=auth).json()
     assert after == {"orders": {"pending": 2, "shipped": 4, "cancelled": 1},
                      "stock": {"onHand": 6, "reserved": 1, "available": 1}}
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_nul_in_a_filter_of_names_is_the_filters_400_on_every_store(
+        request: pytest.FixtureRequest, tmp_path: Path, kind: str) -> None:
+    # PostgreSQL's text holds no NUL: the query failed there, a 500 (D37 keeps it from names).
+    database = (str(tmp_path / "p.db") if kind == "sqlite"
+                else request.getfixturevalue("postgres_database"))
+    settings = Settings(database=database, validate_responses=True)
+    client = create_app(settings).test_client()
+    store = open_store(settings)
+    try:
+        auth = {"Authorization": f"Bearer {make_key(store, 'business')}"}
+        for param in ("tag", "category"):
+            refused = client.get(PETS, params={param: "puppy\x00"}, headers=auth)
+            assert assert_error(refused, 400, "invalid_request")["param"] == param
+        assert client.get(PETS, params={"tag": "puppy"}, headers=auth).status_code == 200
+    finally:
+        store.dispose()

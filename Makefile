@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 LOCK := requirements.lock
 
-.PHONY: run test lint docs screenshots contract-check changelog lock bench bench-large clean
+.PHONY: run test lint docs screenshots contract-check changelog lock bench bench-large mutation clean
 
 # Exactly the versions CI passed on (requirements.lock), then the service itself on top.
 $(STAMP): pyproject.toml $(LOCK)
@@ -44,7 +44,7 @@ OPENAPI := $(wildcard openapi/*.yaml openapi/released/*.yaml)
 ## (openapi-spec-validator and Spectral), the release check (contract-check), and the
 ## manual's build (make docs)
 lint: $(STAMP)
-	$(BIN)/ruff check app tests bench docs/hooks wsgi.py
+	$(BIN)/ruff check app tests bench docs/hooks tools wsgi.py
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/openapi-spec-validator $(OPENAPI)
@@ -93,8 +93,17 @@ $(SPECTRAL): tools/spectral/package.json tools/spectral/package-lock.json
 	cd tools/spectral && npm ci --no-audit --no-fund --loglevel=error
 	@touch $(SPECTRAL)
 
+## mutation: mutation testing (mutmut) of the code that guards people and messages, the
+## modules of [tool.mutmut] in pyproject.toml: the score of each and every mutant left
+## alive (tools/mutation_report.py; docs/house/checks.md says how long it takes). Not in
+## make test: it runs the selected tests once for every mutant. mutmut keeps its work in
+## mutants/, so a second run tests only what changed.
+mutation: $(STAMP)
+	$(BIN)/mutmut run
+	$(BIN)/python tools/mutation_report.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site mutants
 
 ## bench: load benchmarks with wrk (installed from Debian's packages where missing); those
 ## that also run over PostgreSQL (stores, v2, writes, feed, positions, guessing) use

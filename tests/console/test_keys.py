@@ -307,3 +307,35 @@ def test_a_key_revoked_since_its_form_made_it_gets_no_new_secret(signed_in: Visi
     revoked = store.get_key(key.id)
     assert revoked is not None and revoked.digest == key.digest
     assert 'id="secret"' not in again.text
+
+
+def test_the_password_asked_to_make_or_rotate_a_key_is_throttled(signed_in: Visitor,
+                                                                store: Store) -> None:
+    _, key = keys.create(store, plan="free", name="warehouse", per_minute=None,
+                         per_day=None)
+    signed_in.get("/console/keys")
+    # A form without the password is a wrong password too.
+    for password in ({}, {"password": "a guess"}, {"password": ""}, {"password": "x"},
+                     {"password": GOOD.upper()}):
+        wrong = _make(signed_in, name="x", plan="free", scope="write", **password)
+        assert wrong.status_code == 403
+        assert "That is not your password; nothing was done." in wrong.text
+    entry = store.audit_entries(1)[0]
+    assert (entry.user_name, entry.address, entry.action, entry.detail) == (
+        "owner", "testclient", "password confirmation failed", "create key")
+    # The sixth waits, even with the right password, and nothing is made.
+    sixth = _make(signed_in, name="x", plan="free", scope="write", password=GOOD)
+    assert sixth.status_code == 429 and 'id="secret"' not in sixth.text
+    assert "Too many wrong passwords for this name from this address" in sixth.text
+    assert 14 * 60 < int(sixth.headers["retry-after"]) <= 15 * 60
+    assert [k.id for k in store.list_keys()] == [key.id]
+    # Nor is a key rotated: one name, one address, one count.
+    rotate = f"/console/keys/{key.id}/rotate"
+    refused = signed_in.post(rotate, {"key": form_key(signed_in.page, rotate), "grace": "1h",
+                                      "password": GOOD})
+    assert refused.status_code == 429 and "Too many wrong passwords" in refused.text
+    assert int(refused.headers["retry-after"]) > 14 * 60
+    assert store.get_key(key.id).digest == key.digest  # type: ignore[union-attr]
+    entry = store.audit_entries(1)[0]
+    assert (entry.user_name, entry.action, entry.detail) == (
+        "owner", "password confirmation refused", f"rotate key {key.id}: throttled")

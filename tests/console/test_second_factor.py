@@ -14,8 +14,9 @@ from connexion import FlaskApp
 
 from app.core.config import Settings
 from app.core.storage import Store
+from app.core.users import accounts
 from app.web import create_app
-from tests.console.conftest import GOOD, Visitor
+from tests.console.conftest import GOOD, Visitor, form_key
 
 PAGE = "/console/account/second-factor"
 REMOVE = "/console/account/second-factor/remove"
@@ -176,3 +177,56 @@ def test_the_password_asked_here_is_throttled_as_at_the_sign_in(
     # The keys page's password too: one name, one address, one count.
     signed_in.get("/console/keys")
     assert signed_in.post("/console/keys", {"password": GOOD}).status_code == 429
+
+
+def test_a_wrong_code_at_the_sign_in_opens_nothing_and_the_sixth_waits(
+        signed_in: Visitor, store: Store) -> None:
+    secret = _enrol(signed_in)
+    signed_in.follow(signed_in.post("/console/sign-out"))
+    signed_in.follow(signed_in.sign_in("owner", GOOD))
+    assert "code" in signed_in.page
+    right = pyotp.TOTP(secret).at(time.time() + 30)  # the enrolling code's step was used
+    for _ in range(5):
+        wrong = signed_in.post("/console/sign-in/code", {"code": _other(right)})
+        assert wrong.status_code == 200
+        assert "That code is not the current one of your authenticator" in wrong.text
+        assert signed_in.get("/console/orders").headers["location"] == "/console/sign-in/code"
+        signed_in.get("/console/sign-in/code")
+    assert _actions(store, 1) == [("owner", "sign-in failed", "wrong code")]
+    # The sixth waits, even with the right code: the session still owes it.
+    sixth = signed_in.post("/console/sign-in/code", {"code": right})
+    assert sixth.status_code == 429 and "Too many failed sign-ins" in sixth.text
+    assert 14 * 60 < int(sixth.headers["retry-after"]) <= 15 * 60
+    assert "petstore-console=" not in sixth.headers.get("set-cookie", "")
+    assert _actions(store, 1) == [("owner", "sign-in refused", "throttled")]
+    assert signed_in.get("/console/orders").headers["location"] == "/console/sign-in/code"
+
+
+def test_a_wrong_current_code_is_counted_as_a_wrong_password_is(signed_in: Visitor,
+                                                                store: Store) -> None:
+    secret = _enrol(signed_in)
+    # After an unlock the counts go under the user's new throttle epoch (D36).
+    accounts.unlock(store, "owner")
+    later = pyotp.TOTP(secret).at(time.time() + 30)
+    for _ in range(5):
+        wrong = signed_in.post(REMOVE, {"password": GOOD, "current_code": _other(later)})
+        assert wrong.status_code == 403
+        assert ("That is not the current code of your authenticator; nothing was done."
+                in wrong.text)
+    entry = store.audit_entries(1)[0]
+    assert (entry.user_name, entry.address, entry.action, entry.detail) == (
+        "owner", "testclient", "code confirmation failed", "remove second factor")
+    sixth = signed_in.post(REMOVE, {"password": GOOD, "current_code": later})
+    assert sixth.status_code == 429 and "Too many wrong passwords" in sixth.text
+    assert store.console_user("owner").totp_secret == secret  # type: ignore[union-attr]
+
+
+def test_a_key_is_made_with_the_password_alone_by_a_user_with_a_second_factor(
+        signed_in: Visitor, store: Store) -> None:
+    _enrol(signed_in)
+    signed_in.get("/console/keys")
+    made = signed_in.post("/console/keys", {
+        "key": form_key(signed_in.page, "/console/keys"), "name": "till", "plan": "free",
+        "scope": "read", "password": GOOD})
+    assert made.status_code == 200 and 'id="secret">psk_' in made.text
+    assert [k.name for k in store.list_keys()] == ["till"]

@@ -197,6 +197,18 @@ def test_the_sixth_wrong_password_waits_from_its_address_only(app: FlaskApp, vis
     assert page.count("<td>wrong password</td>") == 5
 
 
+
+def test_a_name_no_user_has_is_throttled_and_audited_under_no_user(visitor: Visitor,
+                                                                    store: Store) -> None:
+    name = "no-such-user-" + "x" * 60  # past the 64 characters the audit line keeps
+    for _ in range(5):
+        _assert_page(visitor.sign_in(name, "wrong password!"), 200, "Sign in")
+    sixth = visitor.sign_in(name, "wrong password!")
+    _assert_page(sixth, 429, "Too many failed sign-ins")
+    entry = store.audit_entries(1)[0]
+    assert (entry.user_name, entry.address, entry.action, entry.detail) == (
+        None, "testclient", "sign-in refused", f"throttled: {name[:64]}")
+
 def test_the_current_password_on_the_password_page_is_throttled(signed_in: Visitor,
                                                                store: Store) -> None:
     signed_in.get("/console/account/password")

@@ -167,6 +167,33 @@ def test_a_session_is_kept_as_a_digest_and_ends_idle_or_old(store: Store) -> Non
     assert sessions.find(store, "no such session", 1000.0, 1800, 43200) is None
 
 
+
+def test_a_sessions_last_sight_is_written_once_a_minute_and_it_ends_only_past_a_timeout(
+        store: Store) -> None:
+    user, _ = accounts.add(store, "ann")
+    opened = sessions.open_session(store, user, sessions.OPEN, 1000.0)
+
+    def seen_at() -> float:
+        found = store.console_session(opened.session.digest)
+        assert found is not None
+        return found[0].seen_at
+
+    # Within a minute of the last write, the page is served and nothing is written...
+    assert sessions.find(store, opened.session_id, 1000.0 + 59.5, 1800, 43200) is not None
+    assert seen_at() == 1000.0
+    # ...a minute on, the sight is written, and the idle timeout counts from it.
+    assert sessions.find(store, opened.session_id, 1000.0 + 60, 1800, 43200) is not None
+    assert seen_at() == 1060.0
+    assert sessions.find(store, opened.session_id, 1060.0 + 1800, 1800, 43200) is not None
+    # Idle exactly the timeout is still within it; a moment past it, the session ends.
+    assert sessions.find(store, opened.session_id, 2860.0 + 1800, 1800, 43200) is not None
+    assert sessions.find(store, opened.session_id, 4660.0 + 1800.5, 1800, 43200) is None
+    # So with the absolute timeout, counted from the sign-in.
+    old = sessions.open_session(store, user, sessions.OPEN, 1000.0)
+    store.touch_console_session(old.session.digest, 44000.0)
+    assert sessions.find(store, old.session_id, 1000.0 + 43200, 1800, 43200) is not None
+    assert sessions.find(store, old.session_id, 1000.0 + 43200.5, 1800, 43200) is None
+
 def test_the_synchronizer_token_matches_only_itself(store: Store) -> None:
     user, _ = accounts.add(store, "ann")
     session = sessions.open_session(store, user, sessions.OPEN, 1000.0).session

@@ -18,7 +18,7 @@ import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 PLACE = "/v2/store/orders"
 
@@ -115,7 +115,28 @@ class Ledger:
         return len(replays)
 
 
-class Load:
+class _Threads:
+    """Threads of a test's own, started by `with` and stopped (told, then joined) by
+    stop() or at the block's end."""
+
+    threads: list[threading.Thread]
+    stopping: threading.Event
+
+    def __enter__(self) -> Self:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(60)
+
+
+class Load(_Threads):
     """clients threads placing orders one after another, each under a new key, until
     stop(); every answer goes to the ledger."""
 
@@ -128,19 +149,6 @@ class Load:
         self.threads = [threading.Thread(target=self._place, args=(f"{run}-{client}",),
                                          daemon=True) for client in range(clients)]
 
-    def __enter__(self) -> Load:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *_: Any) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        self.stopping.set()
-        for thread in self.threads:
-            thread.join(60)
-
     def _place(self, client: str) -> None:
         while not self.stopping.is_set():
             answer = self.ledger.place(self.port, self.auth, f"{client}-{next(self.numbers)}")
@@ -148,7 +156,7 @@ class Load:
                 time.sleep(0.05)  # as a client would before trying again
 
 
-class Watch:
+class Watch(_Threads):
     """Asks each path every `every` seconds from a thread of its own, until stop()."""
 
     def __init__(self, port: int, paths: tuple[str, ...] = ("/healthz", "/readyz"),
@@ -158,19 +166,6 @@ class Watch:
         self.stopping = threading.Event()
         self.threads = [threading.Thread(target=self._ask, args=(path,), daemon=True)
                         for path in paths]
-
-    def __enter__(self) -> Watch:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *_: Any) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        self.stopping.set()
-        for thread in self.threads:
-            thread.join(60)
 
     def _ask(self, path: str) -> None:
         while not self.stopping.is_set():

@@ -3,10 +3,7 @@ PostgreSQL database of its own where PETSTORE_TEST_POSTGRES_URL is set)."""
 
 from __future__ import annotations
 
-import linecache
 import sqlite3
-import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -54,23 +51,6 @@ class Place:
 
         with self._holding("SELECT pg_advisory_xact_lock(%s)", (IMPORT_LOCK,)):
             yield
-
-    def writer_waits(self, thread: threading.Thread) -> bool:
-        """Whether a store's writer running in thread now waits for a lock another
-        connection holds: on PostgreSQL, a connection of the store's (application_name
-        petstore) waiting for a lock; on SQLite, the thread in its BEGIN IMMEDIATE, where
-        SQLite's busy handler waits for the write lock."""
-        if self.kind == "sqlite":
-            frame = sys._current_frames().get(thread.ident or 0)
-            while frame is not None:
-                if "BEGIN IMMEDIATE" in linecache.getline(frame.f_code.co_filename,
-                                                          frame.f_lineno):
-                    return True
-                frame = frame.f_back
-            return False
-        return bool(self.sql("SELECT count(*) FROM pg_stat_activity WHERE datname = "
-                             "current_database() AND application_name = 'petstore' AND "
-                             "wait_event_type = 'Lock'")[0][0])
 
     @contextmanager
     def _holding(self, lock: str, params: tuple[Any, ...]) -> Iterator[None]:

@@ -196,7 +196,7 @@ def test_positions_follow_commit_order_when_transactions_overlap(place: Place) -
         writer = threading.Thread(target=lambda: (orders.ship(patient, 2, NOW),
                                                   b_done.set()))
         writer.start()
-        # A fixed wait, not place.writer_waits: walking the writer thread's frames while it
+        # A fixed wait: walking the writer thread's frames (sys._current_frames) while it
         # sits in SQLite's busy handler hung a CI run for minutes (issue 56 keeps this open).
         time.sleep(0.2)
         polled, cursor = _follow(store, cursor)  # the reader, in between

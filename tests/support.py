@@ -226,9 +226,12 @@ def stop(process: subprocess.Popen[Any], how: int = signal.SIGTERM,
 
 
 def wrap_store(app: Any, wrapper: Callable[[Store], Any]) -> None:
-    """Make a built app's handlers and middleware use wrapper(its store): a failing one."""
+    """Make a built app's handlers and middleware use wrapper(its store): a failing one.
+    Its readiness checks (D41) check the wrapped store from their next run on."""
     services = app.app.extensions["petstore"]
-    app.app.extensions["petstore"] = dataclasses.replace(services, store=wrapper(services.store))
+    wrapped = wrapper(services.store)
+    services.readiness.store = wrapped
+    app.app.extensions["petstore"] = dataclasses.replace(services, store=wrapped)
 
 
 @contextmanager

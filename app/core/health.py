@@ -112,12 +112,8 @@ class Readiness:
         for check in self.checks.values():
             check.stop()
 
-    def report(self, store: Store | None = None) -> dict[str, Any]:
-        """The checks and their last results; raises NotReady naming each that failed.
-        store: the one the handlers use now (a test may swap it), checked from now on."""
-        if store is not None and store is not self.store:
-            self.store = store
-            self.checks["database"].last = None
+    def report(self) -> dict[str, Any]:
+        """The checks and their last results; raises NotReady naming each that failed."""
         self.start()
         now = time.monotonic()
         shown = {"database": "ok", "quotas": "not checked"}

@@ -19,7 +19,7 @@ def get_readiness() -> tuple[dict[str, Any], int]:
     """GET /readyz: the database (and, failing closed, the quota storage) answered its
     last check, run off the request's path (D41)."""
     current = services()
-    return current.readiness.report(current.store), 200
+    return current.readiness.report(), 200
 
 
 def get_metrics() -> flask.Response:

@@ -36,15 +36,17 @@ from app.core.users import accounts, sessions
 
 
 def _throttled(template: str, who: str, epoch: str | None, known: bool,
+               action: str = "sign-in refused", words: str = "failed sign-ins",
                **context: object) -> Page | None:
     """The 429 page when the name `who` failed too often from this address, or anywhere
-    (D36); in the audit log under the name when it is a user's."""
+    (D36), saying what failed (words); in the audit log as action, under the name when it
+    is a user's."""
     wait = checks.wait(who, epoch)
     if not wait:
         return None
-    accounts.record(store(), who if known else None, address(), "sign-in refused",
+    accounts.record(store(), who if known else None, address(), action,
                     "throttled" if known else f"throttled: {who[:64]}")
-    refused = checks.too_many(wait, "failed sign-ins")
+    refused = checks.too_many(wait, words)
     return render(template, refused.status, refused.headers, error=refused.message,
                   **context)
 
@@ -135,7 +137,8 @@ def password() -> Page:
     if flask.request.method == "GET":
         return render("password.html", first=session.stage == sessions.CHANGE)
     first = session.stage == sessions.CHANGE
-    refused = _throttled("password.html", user.name, user.throttle_epoch, True, first=first)
+    refused = _throttled("password.html", user.name, user.throttle_epoch, True,
+                         "password change refused", "wrong passwords", first=first)
     if refused is not None:
         return refused
     form = flask.request.form

@@ -219,8 +219,10 @@ def test_the_current_password_on_the_password_page_is_throttled(signed_in: Visit
         _assert_page(wrong, 200, "The current password is not right.")
     sixth = signed_in.post("/console/account/password", {"current": GOOD, "new": new,
                                                          "repeat": new})
-    _assert_page(sixth, 429, "Too many failed sign-ins")
+    _assert_page(sixth, 429, "Too many wrong passwords for this name from this address")
     assert int(sixth.headers["retry-after"]) > 14 * 60
+    refusal = store.audit_entries(1)[0]
+    assert (refusal.action, refusal.detail) == ("password change refused", "throttled")
     assert accounts.sign_in(store, "owner", GOOD, None).name == "owner"  # unchanged
 
 

@@ -59,13 +59,20 @@ def call(port: int, method: str, path: str, headers: dict[str, str] | None = Non
     return answer
 
 
-def assert_unavailable(answer: Answer) -> None:
-    """A 503 service_unavailable Error with Retry-After, leaking nothing."""
-    assert answer.status == 503, (answer.status, answer.body)
-    error = answer.json()
+def assert_unavailable(answer: Answer | tuple[int, dict[str, str], bytes],
+                       counted: bool = True) -> None:
+    """A 503 service_unavailable Error with Retry-After and (counted: from a server whose
+    quotas are on) the rate-limit headers, leaking nothing: what every fault test holds a
+    refusal to (an Answer, or a served request's (status, lower-case headers, body))."""
+    status, headers, body = ((answer.status, answer.headers, answer.body)
+                             if isinstance(answer, Answer) else answer)
+    assert status == 503, (status, body)
+    error = json.loads(body)
     assert (error["code"], error["status"]) == ("service_unavailable", 503), error
-    assert int(answer.headers["retry-after"]) >= 1
-    assert b"Traceback" not in answer.body and b"psycopg" not in answer.body
+    assert int(headers["retry-after"]) >= 1
+    assert not counted or headers["x-ratelimit-limit"]
+    for leak in (b"Traceback", b"psycopg", b"sqlite", b"redis"):
+        assert leak not in body.lower(), body
 
 
 @dataclass

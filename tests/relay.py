@@ -3,10 +3,11 @@ Redis), on a free port of 127.0.0.1, that fails the way a link between hosts doe
 
 - drop(): a black hole. Nothing is forwarded either way and nothing is read, yet nothing
   is refused or closed: connections stay open and new ones are taken and held, as when a
-  switch, a security group or a partition drops every packet. (TcpProxy of support.py
-  instead cuts every connection and refuses new ones: a host gone down.)
+  switch, a security group or a partition drops every packet.
 - heal(): forward again, every connection held meanwhile included, from where it was.
 - delay(seconds): forward every piece that much later (0: at once again).
+- cut(): close every connection and refuse new ones, as a host gone down does;
+  restore(): take connections again, on the same port.
 
 One thread runs an asyncio loop for all of it; the tests call its methods from theirs.
 """
@@ -58,6 +59,20 @@ class Relay:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
 
+    def cut(self) -> None:
+        """Close every connection and the listener: connecting is refused until restore()."""
+        async def cut() -> None:
+            assert self._server is not None
+            self._server.close()
+            for writer in list(self._writers):
+                writer.transport.abort()
+
+        asyncio.run_coroutine_threadsafe(cut(), self._loop).result(10)
+
+    def restore(self) -> None:
+        """Take connections again, on the same port."""
+        asyncio.run_coroutine_threadsafe(self._listen(self.port), self._loop).result(10)
+
     def drop(self) -> None:
         """Forward nothing and read nothing from now on, closing nothing (a black hole)."""
         self._flowing.clear()
@@ -83,10 +98,11 @@ class Relay:
         else:
             self._gate.clear()
 
-    async def _listen(self) -> None:
-        self._gate = asyncio.Event()
-        self._gate.set()
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+    async def _listen(self, port: int = 0) -> None:
+        if self._gate is None:
+            self._gate = asyncio.Event()
+            self._gate.set()
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", port)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _serve(self, client_in: asyncio.StreamReader,

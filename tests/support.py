@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import contextlib
 import dataclasses
 import functools
 import http.client
@@ -264,74 +263,6 @@ def _with_database(url: str, name: str) -> str:
 
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path=f"/{name}"))
-
-
-class TcpProxy:
-    """A TCP proxy on a free port of 127.0.0.1 to (host, port): the way to make a database
-    unreachable for a service without touching the shared server. cut() drops every
-    connection and refuses new ones (as a host gone down does); restore() accepts again,
-    on the same port."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.upstream = (host, port)
-        self.port = free_port()
-        self._lock = threading.Lock()
-        self._sockets: set[socket.socket] = set()
-        self._listener: socket.socket | None = None
-
-    def start(self) -> None:
-        listener = socket.socket()
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
-        listener.listen(64)
-        self._listener = listener
-        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
-
-    def _accept(self, listener: socket.socket) -> None:
-        while True:
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return  # closed by cut()
-            try:
-                server = socket.create_connection(self.upstream, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            server.settimeout(None)
-            with self._lock:
-                self._sockets.update((client, server))
-            for source, target in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
-
-    def _pump(self, source: socket.socket, target: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                target.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for end in (source, target):
-                with contextlib.suppress(OSError):
-                    end.shutdown(socket.SHUT_RDWR)
-
-    def cut(self) -> None:
-        if self._listener is not None:
-            # shutdown wakes the thread blocked in accept(); close alone would leave the
-            # socket listening until accept() returned.
-            with contextlib.suppress(OSError):
-                self._listener.shutdown(socket.SHUT_RDWR)
-            self._listener.close()
-            self._listener = None
-        with self._lock:
-            sockets, self._sockets = self._sockets, set()
-        for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-
-    def restore(self) -> None:
-        self.start()
 
 
 def cpu_seconds(pid: int) -> float:

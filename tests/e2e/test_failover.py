@@ -126,12 +126,14 @@ def primary_and_standby() -> Iterator[tuple[Cluster, Cluster]]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_a_promoted_synchronous_standby_loses_no_acknowledged_order(tmp_path: Path) -> None:
+def test_a_promoted_synchronous_standby_loses_no_acknowledged_order(
+        redis_url: str, redis_prefix: str, tmp_path: Path) -> None:
     with primary_and_standby() as (primary, standby):
         database = (f"postgresql://postgres@127.0.0.1:{primary.port},127.0.0.1:{standby.port}"
                     "/petstore?target_session_attrs=read-write")
+        # Quotas on, in the shared Redis: every 503 carries the rate-limit headers.
         with serving(tmp_path, "--workers", "2", database=database,
-                     ratelimit_enabled="false") as server:
+                     ratelimit_storage=redis_url, ratelimit_key_prefix=redis_prefix) as server:
             key = server.petstore("keys", "create", "--plan", "enterprise", "--per-minute",
                                   "100000", "--per-day", "10000000").stdout.strip()
             auth = {"Authorization": f"Bearer {key}"}

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.faults import assert_unavailable
 from tests.support import PETSTORE, Server, serving, unavailable
 
 pytestmark = pytest.mark.slow
@@ -44,16 +45,6 @@ def service_on(disk: Path) -> Iterator[tuple[Server, dict[str, str]]]:
         subprocess.run([*PETSTORE, "orders", "import", "--format", "ndjson", "-"],
                        input=rows, env=server.env, check=True, capture_output=True, text=True)
         yield server, {"Authorization": f"Bearer {key}"}
-
-
-def assert_unavailable(answer: tuple[int, dict[str, str], bytes]) -> None:
-    status, headers, body = answer
-    assert status == 503, (status, body)
-    error = json.loads(body)
-    assert (error["code"], error["status"]) == ("service_unavailable", 503)
-    assert int(headers["retry-after"]) >= 1
-    assert headers["x-ratelimit-limit"]
-    assert b"Traceback" not in body and b"sqlite" not in body.lower()
 
 
 def test_a_full_disk_is_503_for_writes_and_recovers_when_space_returns(

@@ -120,11 +120,12 @@ def _drop(server: Server, relay: Relay, auth: dict[str, str],
 
 
 def test_a_postgresql_link_that_drops_packets_gets_503s_within_the_bound_and_heals(
-    postgres_relay: tuple[str, Relay], tmp_path: Path,
+    postgres_relay: tuple[str, Relay], redis_url: str, redis_prefix: str, tmp_path: Path,
 ) -> None:
     database, relay = postgres_relay
-    with serving(tmp_path, "--workers", "2", database=database,
-                 ratelimit_enabled="false") as server:
+    # Quotas on, in the shared Redis: every 503 of the drop carries the rate-limit headers.
+    with serving(tmp_path, "--workers", "2", database=database, ratelimit_storage=redis_url,
+                 ratelimit_key_prefix=redis_prefix) as server:
         auth = _auth(server)
         cursor = call(server.port, "GET", f"{FEED}?limit=1000", auth).json()["next"]
         seen = _drop(server, relay, auth, ledger := Ledger())
@@ -164,12 +165,12 @@ def _first_of_each(received: list[Received]) -> list[Received]:
 
 
 def test_the_webhooks_deliverer_goes_on_from_where_it_was_after_a_postgresql_link_heals(
-    postgres_relay: tuple[str, Relay], tmp_path: Path,
+    postgres_relay: tuple[str, Relay], redis_url: str, redis_prefix: str, tmp_path: Path,
 ) -> None:
     database, relay = postgres_relay
     with receiving() as receiver, serving(
-            tmp_path, "--workers", "2", database=database, ratelimit_enabled="false",
-            webhook_allowed_networks="127.0.0.0/8") as server:
+            tmp_path, "--workers", "2", database=database, ratelimit_storage=redis_url,
+            ratelimit_key_prefix=redis_prefix, webhook_allowed_networks="127.0.0.0/8") as server:
         auth = _auth(server)
         cursor = call(server.port, "GET", f"{FEED}?limit=1000", auth).json()["next"]
         created = call(server.port, "POST", "/v2/webhook-endpoints", auth,

@@ -29,7 +29,7 @@ from app.core.errors import (
 from app.core.storage import Store, open_store
 from app.core.storage.records import Placed, Transition
 from tests.core.storage.conftest import Place
-from tests.support import TcpProxy
+from tests.relay import Relay
 
 NOW = "2026-11-24T10:00:00Z"
 LATER = "2026-11-24T10:00:01Z"
@@ -438,8 +438,7 @@ def test_a_batch_cut_off_from_its_database_is_503_for_every_write_and_all_or_not
     commit what it had received; whether it did or not, the batch is all or nothing, and
     each write repeated afterwards is answered consistently: the order placed once."""
     parts = urlsplit(place.database)
-    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
-    proxy.start()
+    proxy = Relay(parts.hostname or "127.0.0.1", parts.port or 5432).start()
     user = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
     via_proxy = parts._replace(netloc=f"{user}127.0.0.1:{proxy.port}").geturl()
     store = open_store(Settings(database=via_proxy, busy_timeout_ms=PATIENT_MS))
@@ -465,4 +464,4 @@ def test_a_batch_cut_off_from_its_database_is_503_for_every_write_and_all_or_not
         assert store.ship_order(2, NOW).status == "shipped"
     finally:
         store.dispose()
-        proxy.cut()
+        proxy.stop()

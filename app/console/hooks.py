@@ -138,7 +138,7 @@ def _form_context() -> dict[str, Any]:
 
 def _list_notice() -> tuple[str, str] | None:
     """What the last action on the list did (known words only)."""
-    number = query_id("endpoint")
+    number = query_id("webhook")
     if number is None:
         return None
     return notice({"deleted": f"Endpoint {number} is deleted: nothing more is sent to it, "
@@ -269,7 +269,7 @@ def delete_webhook(endpoint_id: str) -> Page:
     except WebhookEndpointNotFound as exc:  # deleted already, or never was
         flask.abort(404, description=exc.message)
     _record("webhook deleted", f"endpoint {number}")
-    return see_other("console.webhooks_page", done="deleted", endpoint=number)
+    return see_other("console.webhooks_page", done="deleted", webhook=number)
 
 
 @console.route("/webhooks/<endpoint_id>/test", methods=["POST"])

@@ -126,8 +126,12 @@ def _fields(endpoint: WebhookEndpoint) -> dict[str, Any]:
 
 
 def _host(endpoint: WebhookEndpoint) -> str:
-    """The host of an endpoint's URL: what the audit log names of it."""
-    return webhooks.check_url(endpoint.url).host
+    """The host of an endpoint's URL: what the audit log names of it (a URL stored before
+    the rules it breaks, by an earlier version or a hand edit, is named as such)."""
+    try:
+        return webhooks.check_url(endpoint.url).host
+    except InvalidParameter:
+        return "a URL the rules refuse now"
 
 
 def _form_context() -> dict[str, Any]:

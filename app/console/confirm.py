@@ -125,7 +125,8 @@ def confirm_delete_webhook(endpoint_id: str) -> Page:
         f"Delete webhook endpoint {number}?",
         [("URL", endpoint.url), ("Description", endpoint.description or "-"),
          ("Types", ", ".join(endpoint.types) or "all"), ("Owner", owner),
-         ("State", row["sentence"]), ("Not yet delivered", f"{waiting} orders")],
+         ("State", row["sentence"]), ("Not yet delivered",
+          f"{waiting} {'order' if row['lag'] == 1 and not row['lag_more'] else 'orders'}")],
         "The endpoint is deleted for good, with its log of deliveries: nothing more is sent "
         "to it, what it has not had yet is never sent, and its secret signs nothing more."
         + (f" API key {endpoint.api_key_id}, which made it, no longer finds it."

@@ -17,10 +17,11 @@ the service's own Flask app, over the same core rules as the API.
 - catalogue.py: the pets and their stock: the list, adding, editing, receiving and
   writing off stock, withdrawing;
 - api_keys.py: the API keys: the list, making, rotating, revoking, lifting a ban;
-- hooks.py: the webhook endpoints: their state and lag, deliveries, a test message,
-  enabling, disabling, rotating a secret, replaying;
+- hooks.py: the webhook endpoints: their state and lag, adding, editing and deleting one,
+  deliveries, a test message, enabling, disabling, rotating a secret, replaying;
 - confirm.py: the confirmation pages before an act that cannot be undone (cancel an
-  order, revoke a key, withdraw a pet), each holding the act's form;
+  order, revoke a key, withdraw a pet, delete a webhook endpoint), each holding the act's
+  form;
 - home.py: the home page and the audit log;
 - errors.py: every error as a page;
 - pages.py: register(), which puts them together on a Flask app.

@@ -1,13 +1,15 @@
 """Confirmation before an act that cannot be undone (docs/console.md, "Before an act that
-cannot be undone"): cancelling an order, revoking an API key, withdrawing a pet. The
-button on the board, the keys page or the pet's page is a link to a page (GET, which
+cannot be undone"): cancelling an order, revoking an API key, withdrawing a pet, deleting
+a webhook endpoint. The button on the board, the keys page, the pet's page or the
+endpoint's page is a link to a page (GET, which
 changes nothing) that says what will happen and holds the real form; that form posts to
 the action's own URL, which is as it was (the API's rules, the version, the token). No
 script is needed, and none is inline (the Content-Security-Policy stays as it is).
 
 Each page shows the thing as it is now. An order that changed since the board showed it
 goes back to the board, which says so, as its action would (D25); a key revoked already,
-or a pet withdrawn already, is said so, with no form."""
+or a pet withdrawn already, is said so, with no form; an endpoint deleted already is no
+page (404), as its other pages are."""
 
 from __future__ import annotations
 
@@ -18,9 +20,10 @@ from markupsafe import Markup
 
 from app.console.blueprint import Page, console, int64_of, path_id, render, state, store
 from app.console.board import board_url
+from app.console.hooks import row_of
 from app.console.times import moment
-from app.core import pets
-from app.core.errors import OrderNotFound, PetNotFound
+from app.core import pets, webhooks
+from app.core.errors import OrderNotFound, PetNotFound, WebhookEndpointNotFound
 from app.core.keys import KeyNotFound
 
 
@@ -104,3 +107,30 @@ def confirm_withdraw(pet_id: str) -> Page:
         flask.url_for("console.pet_page", pet_id=number), "Keep it in the catalogue",
         refused=f"Pet {number} is withdrawn already." if pet["status"] == "withdrawn"
         else None)
+
+
+@console.route("/webhooks/<endpoint_id>/delete", methods=["GET"])
+def confirm_delete_webhook(endpoint_id: str) -> Page:
+    """Delete a webhook endpoint?"""
+    number = path_id(endpoint_id)
+    try:
+        endpoint = webhooks.find(store(), None, number)
+    except WebhookEndpointNotFound as exc:
+        flask.abort(404, description=exc.message)
+    row = row_of(endpoint)
+    waiting = f"{row['lag']:,}{'+' if row['lag_more'] else ''}"
+    owner = (f"API key {endpoint.api_key_id}" if endpoint.api_key_id is not None
+             else "the shop")
+    return _page(
+        f"Delete webhook endpoint {number}?",
+        [("URL", endpoint.url), ("Description", endpoint.description or "-"),
+         ("Types", ", ".join(endpoint.types) or "all"), ("Owner", owner),
+         ("State", row["sentence"]), ("Not yet delivered",
+          f"{waiting} {'order' if row['lag'] == 1 and not row['lag_more'] else 'orders'}")],
+        "The endpoint is deleted for good, with its log of deliveries: nothing more is sent "
+        "to it, what it has not had yet is never sent, and its secret signs nothing more."
+        + (f" API key {endpoint.api_key_id}, which made it, no longer finds it."
+           if endpoint.api_key_id is not None else "")
+        + " To stop it for a while instead, disable it.",
+        flask.url_for("console.delete_webhook", endpoint_id=number), "Delete the endpoint",
+        flask.url_for("console.webhook_page", endpoint_id=number), "Keep the endpoint")

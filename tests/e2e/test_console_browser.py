@@ -14,8 +14,9 @@ And the catalogue, the keys and the webhooks (D32-D34, D12, D28): a pet added wi
 goes pending then sold as an API client orders it out, and available again when stock is
 received; a key made in the console works over HTTP until it is revoked there; a webhook
 endpoint whose receiver is broken shows failing with its error, and once the receiver is
-fixed a replay brings the deliveries; each of these is in the audit log. A cancel and a
-revocation go through their confirmation page.
+fixed a replay brings the deliveries; an endpoint added in the console shows its secret
+once, which signs its test message, and is deleted; each of these is in the audit log. A
+cancel, a revocation and a deletion go through their confirmation page.
 
 And the layout: every page a link reaches, signed in and signed out, at 390 and 1280 px,
 scrolls no wider than the window (a wide table scrolls in its own box) and lines up its
@@ -46,6 +47,7 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as shown
 from selenium.webdriver.support.ui import WebDriverWait
+from standardwebhooks.webhooks import Webhook
 
 from tests.conftest import REBOUND_HOST
 from tests.receivers import Received, receiving
@@ -615,6 +617,31 @@ def test_stock_keys_and_webhooks_are_kept_from_the_console(browser: Any,
                       == "204")
         _screenshot(browser, "webhook-replayed")
 
+        # An endpoint for the accounting tool, added in the console: its secret shown
+        # once, the one that signs its test message; then deleted, from its confirmation.
+        browser.get(f"{console}webhooks")
+        form = browser.find_element(By.ID, "add-webhook")
+        _fill(browser, form, url=receiver.url, description="accounting tool")
+        form.find_element(By.CSS_SELECTOR, "input[value='order.shipped']").click()
+        _submit(browser, form)
+        hook_secret = browser.find_element(By.ID, "secret").text
+        ISSUED_SECRETS.add(hook_secret)  # no log may hold it (tests/conftest.py checks)
+        assert browser.find_element(By.ID, "copy").is_displayed()
+        _screenshot(browser, "webhook-added")
+        added = int(browser.find_element(By.TAG_NAME, "h1").text.split()[-1])
+        browser.get(f"{console}webhooks/{added}")
+        assert hook_secret not in browser.page_source
+        _submit(browser, browser.find_element(By.ID, "test"))
+        assert _notice(browser) == "The test message was delivered."
+        (ping,) = [r for r in receiver.received if r.message["type"] == "ping"
+                   and r.message["data"] == {"endpointId": added}]
+        Webhook(hook_secret).verify(ping.body, ping.headers)
+        _confirmed(browser, browser.find_element(By.CSS_SELECTOR, "#delete a"),
+                   f"Delete webhook endpoint {added}?", "webhook-delete")
+        assert _notice(browser) == (f"Endpoint {added} is deleted: nothing more is sent "
+                                    "to it, and its deliveries are forgotten.")
+        assert not browser.find_elements(By.ID, f"endpoint-{added}")
+
         # The key revoked in the console is refused over HTTP (within the key cache's
         # seconds).
         browser.get(f"{console}keys")
@@ -632,7 +659,8 @@ def test_stock_keys_and_webhooks_are_kept_from_the_console(browser: Any,
         actions = [row.find_elements(By.TAG_NAME, "td")[3].text
                    for row in browser.find_elements(By.CSS_SELECTOR, "#audit tbody tr")]
         for done in ("pet added", "key created", "ship", "stock received",
-                     "webhook replayed", "key revoked"):
+                     "webhook replayed", "webhook added", "webhook test sent",
+                     "webhook deleted", "key revoked"):
             assert done in actions, (done, actions)
         assert "key secret renewed" not in actions, actions
         _screenshot(browser, "audit")

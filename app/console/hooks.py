@@ -22,9 +22,11 @@ from markupsafe import Markup
 
 from app.console import times
 from app.console.blueprint import (
+    OWNER,
     Page,
     address,
     console,
+    needs,
     notice,
     once,
     path_id,
@@ -85,6 +87,7 @@ def _find(number: int) -> WebhookEndpoint:
 
 
 @console.route("/webhooks")
+@needs(OWNER)
 def webhooks_page() -> Page:
     """Every endpoint of every key, with its state and lag."""
     rows = [row_of(endpoint) for endpoint in webhooks.endpoints(store(), None)]
@@ -119,6 +122,7 @@ def _endpoint_view(number: int, status: int = 200, error: str | None = None) -> 
 
 
 @console.route("/webhooks/<endpoint_id>")
+@needs(OWNER)
 def webhook_page(endpoint_id: str) -> Page:
     """An endpoint, its actions and its deliveries, newest first."""
     return _endpoint_view(path_id(endpoint_id))
@@ -130,6 +134,7 @@ def _done(number: int, **word: str) -> Page:
 
 
 @console.route("/webhooks/<endpoint_id>/test", methods=["POST"])
+@needs(OWNER)
 def test_webhook(endpoint_id: str) -> Page:
     """Send a signed ping now; its attempt joins the deliveries."""
     number = path_id(endpoint_id)
@@ -144,6 +149,7 @@ def test_webhook(endpoint_id: str) -> Page:
 
 
 @console.route("/webhooks/<endpoint_id>/<action>", methods=["POST"])
+@needs(OWNER)
 def switch_webhook(endpoint_id: str, action: str) -> Page:
     """Enable (from where it stopped: nothing skipped) or disable the endpoint."""
     if action not in ("enable", "disable"):
@@ -162,6 +168,7 @@ GRACE_HOURS_MAX = webhooks.GRACE_MAX // 3600
 
 
 @console.route("/webhooks/<endpoint_id>/rotate", methods=["POST"])
+@needs(OWNER)
 def rotate_webhook(endpoint_id: str) -> Page:
     """Give the endpoint a new secret, shown once; the old one signs beside it through the
     grace."""
@@ -201,6 +208,7 @@ def _since(text: str) -> str:
 
 
 @console.route("/webhooks/<endpoint_id>/replay", methods=["POST"])
+@needs(OWNER)
 def replay_webhook(endpoint_id: str) -> Page:
     """Deliver again from a time (every message attempted since, and what followed) or
     from a feed cursor (every change after it); the endpoint's retry state is cleared."""

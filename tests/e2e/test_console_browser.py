@@ -774,7 +774,6 @@ def test_an_owner_adds_staff_who_work_the_orders_but_not_the_keys(browser: Any,
         form = browser.find_element(By.ID, "add-user")
         _fill(browser, within=form, name="sam", password=PASSWORD)
         form.find_element(By.CSS_SELECTOR, "select[name=role] option[value=staff]").click()
-        _screenshot(browser, "users-add")
         _submit(browser, form)
         one_time = browser.find_element(By.ID, "secret").text
         ISSUED_SECRETS.add(one_time)  # no log may hold it (tests/conftest.py checks)

@@ -382,3 +382,17 @@ def test_wrong_passwords_at_a_reset_are_throttled(signed_in: Visitor, store: Sto
     assert throttled.status_code == 429 and int(throttled.headers["retry-after"]) > 0
     assert "Too many wrong passwords" in throttled.text
     assert store.console_user("sam").totp_secret is not None  # type: ignore[union-attr]
+
+
+def test_staff_signing_in_to_an_owners_page_are_refused_once_not_looped(
+        visitor: Visitor, store: Store, owner: str) -> None:
+    _user(store, "sam", accounts.STAFF)
+    asked = visitor.get("/console/keys")
+    assert asked.headers["location"] == "/console/sign-in?next=/console/keys"
+    visitor.get(asked.headers["location"])
+    signed = visitor.post("/console/sign-in?next=/console/keys",
+                          {"name": "sam", "password": STAFF_PASSWORD})
+    assert signed.headers["location"] == "/console/keys"
+    refused = visitor.follow(signed)
+    assert refused.status_code == 403 and ROLE_REFUSED in refused.text
+    assert _menu(refused.text) == STAFF_MENU

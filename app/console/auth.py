@@ -18,6 +18,7 @@ import segno
 from app.console import checks
 from app.console.blueprint import (
     PUBLIC,
+    STAFF,
     Page,
     address,
     asked,
@@ -109,7 +110,7 @@ def sign_in_post() -> Page:
 
 
 @console.route("/sign-in/code", methods=["GET", "POST"])
-@needs(sessions.CODE)
+@needs(STAFF, sessions.CODE)
 def code() -> Page:
     """The code of the user's authenticator (TOTP), the second step of signing in."""
     session, user = visitor()
@@ -129,7 +130,7 @@ def code() -> Page:
 
 
 @console.route("/account/password", methods=["GET", "POST"])
-@needs(sessions.CHANGE, sessions.OPEN)
+@needs(STAFF, sessions.CHANGE, sessions.OPEN)
 def password() -> Page:
     """Change the password: the one-time password at the first sign-in, or any time."""
     session, user = visitor()
@@ -187,7 +188,7 @@ def _second_factor_page(session: ConsoleSession, user: ConsoleUser, status: int 
 
 
 @console.route("/account/second-factor", methods=["GET", "POST"])
-@needs(sessions.ENROL, sessions.OPEN)
+@needs(STAFF, sessions.ENROL, sessions.OPEN)
 def second_factor() -> Page:
     """Enrol an authenticator (TOTP), or replace the one enrolled: the server's secret as
     a QR code and as text, then the password (and the current code, where one is
@@ -210,6 +211,7 @@ def second_factor() -> Page:
 
 
 @console.route("/account/second-factor/remove", methods=["POST"])
+@needs(STAFF)
 def remove_second_factor() -> Page:
     """Remove the user's second factor, with the password and its current code (D36);
     not where PETSTORE_CONSOLE_REQUIRE_TOTP asks every user for one."""
@@ -229,7 +231,7 @@ def remove_second_factor() -> Page:
 
 
 @console.route("/sign-out", methods=["POST"])
-@needs(*sessions.STAGES)
+@needs(STAFF, *sessions.STAGES)
 def sign_out() -> Page:
     """End the session in the database, at once for every worker and host."""
     session, user = visitor()

@@ -29,9 +29,11 @@ from markupsafe import Markup
 
 from app.console import times
 from app.console.blueprint import (
+    OWNER,
     Page,
     address,
     console,
+    needs,
     notice,
     once,
     path_id,
@@ -158,12 +160,14 @@ def _list(status: int = 200, error: str | None = None,
 
 
 @console.route("/webhooks")
+@needs(OWNER)
 def webhooks_page() -> Page:
     """Every endpoint of every key, with its state and lag, and the form that adds one."""
     return _list()
 
 
 @console.route("/webhooks", methods=["POST"])
+@needs(OWNER)
 def create_webhook() -> Page:
     """Add the endpoint the form describes, the shop's own (no API key), and show its
     secret, once: applied once for the form's key (blueprint.once), as a key's."""
@@ -226,6 +230,7 @@ def _endpoint_view(number: int, status: int = 200, error: str | None = None,
 
 
 @console.route("/webhooks/<endpoint_id>")
+@needs(OWNER)
 def webhook_page(endpoint_id: str) -> Page:
     """An endpoint, its actions and its deliveries, newest first."""
     return _endpoint_view(path_id(endpoint_id))
@@ -237,6 +242,7 @@ def _done(number: int, **word: str) -> Page:
 
 
 @console.route("/webhooks/<endpoint_id>/edit", methods=["POST"])
+@needs(OWNER)
 def edit_webhook(endpoint_id: str) -> Page:
     """Save the endpoint's URL, types and description. Its URL is checked again only when
     it changed (an endpoint a key made stays editable if the allowed networks changed
@@ -264,6 +270,7 @@ def edit_webhook(endpoint_id: str) -> Page:
 
 
 @console.route("/webhooks/<endpoint_id>/delete", methods=["POST"])
+@needs(OWNER)
 def delete_webhook(endpoint_id: str) -> Page:
     """Delete the endpoint and its log of attempts (its confirmation page is confirm.py's
     GET of this path)."""
@@ -277,6 +284,7 @@ def delete_webhook(endpoint_id: str) -> Page:
 
 
 @console.route("/webhooks/<endpoint_id>/test", methods=["POST"])
+@needs(OWNER)
 def test_webhook(endpoint_id: str) -> Page:
     """Send a signed ping now; its attempt joins the deliveries."""
     number = path_id(endpoint_id)
@@ -291,6 +299,7 @@ def test_webhook(endpoint_id: str) -> Page:
 
 
 @console.route("/webhooks/<endpoint_id>/<action>", methods=["POST"])
+@needs(OWNER)
 def switch_webhook(endpoint_id: str, action: str) -> Page:
     """Enable (from where it stopped: nothing skipped) or disable the endpoint."""
     if action not in ("enable", "disable"):
@@ -309,6 +318,7 @@ GRACE_HOURS_MAX = webhooks.GRACE_MAX // 3600
 
 
 @console.route("/webhooks/<endpoint_id>/rotate", methods=["POST"])
+@needs(OWNER)
 def rotate_webhook(endpoint_id: str) -> Page:
     """Give the endpoint a new secret, shown once; the old one signs beside it through the
     grace."""
@@ -348,6 +358,7 @@ def _since(text: str) -> str:
 
 
 @console.route("/webhooks/<endpoint_id>/replay", methods=["POST"])
+@needs(OWNER)
 def replay_webhook(endpoint_id: str) -> Page:
     """Deliver again from a time (every message attempted since, and what followed) or
     from a feed cursor (every change after it); the endpoint's retry state is cleared."""

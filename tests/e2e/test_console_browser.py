@@ -783,3 +783,57 @@ def test_no_page_scrolls_sideways_at_390_or_1280(browser: Any, tmp_path: Path) -
             "", "orders", "pets", "pets/1", "pets/new", "keys", "webhooks", "webhooks/1",
             "audit", "account/password", "account/second-factor")} <= seen, seen
         assert not wide, wide
+
+
+STAFF_PASSWORD = "a quiet kettle by the river 9"
+
+
+def test_an_owner_adds_staff_who_work_the_orders_but_not_the_keys(browser: Any,
+                                                                   tmp_path: Path) -> None:
+    """D38 in a browser: the owner adds a staff user in the console (the one-time password
+    shown once), who signs in, chooses a password, sees a menu without the owner's pages
+    and is refused one opened anyway; then the owner disables them after a confirmation."""
+    browser.set_window_size(1280, 900)
+    with serving(tmp_path) as server:
+        console = f"http://127.0.0.1:{server.port}/console/"
+        _first_sign_in(browser, server, console)
+
+        browser.get(f"{console}users")
+        form = browser.find_element(By.ID, "add-user")
+        _fill(browser, within=form, name="sam", password=PASSWORD)
+        form.find_element(By.CSS_SELECTOR, "select[name=role] option[value=staff]").click()
+        _submit(browser, form)
+        one_time = browser.find_element(By.ID, "secret").text
+        ISSUED_SECRETS.add(one_time)  # no log may hold it (tests/conftest.py checks)
+        assert "sam is added (staff)" in _notice(browser)
+        _screenshot(browser, "user-added")
+        browser.get(f"{console}users")
+        assert one_time not in browser.page_source
+        _screenshot(browser, "users")
+        browser.find_element(By.CSS_SELECTOR, "form.sign-out button").click()
+
+        # sam signs in, chooses a password, and works the orders, not the keys.
+        WebDriverWait(browser, WAIT_SECONDS).until(shown.url_contains("sign-in"))
+        _fill(browser, name="sam", password=one_time)
+        _submit(browser)
+        _fill(browser, current=one_time, new=STAFF_PASSWORD, repeat=STAFF_PASSWORD)
+        _submit(browser)
+        assert browser.current_url == console
+        menu = [link.text for link in browser.find_elements(By.CSS_SELECTOR, "nav a")]
+        assert menu == ["Home", "Orders", "Pets", "Password", "Second factor"]
+        browser.get(f"{console}keys")
+        assert browser.find_element(By.TAG_NAME, "h1").text == "Not allowed"
+        assert "for the shop's owners" in _text(browser, "main")
+        _screenshot(browser, "staff-refused")
+        browser.get(f"{console}orders")
+        assert browser.find_element(By.TAG_NAME, "h1").text == "Orders"
+        browser.find_element(By.CSS_SELECTOR, "form.sign-out button").click()
+
+        # The owner disables sam, after the confirmation page.
+        WebDriverWait(browser, WAIT_SECONDS).until(shown.url_contains("sign-in"))
+        _fill(browser, name="owner", password=PASSWORD)
+        _submit(browser)
+        browser.get(f"{console}users")
+        link = browser.find_element(By.LINK_TEXT, "Disable…")
+        _confirmed(browser, link, "Disable sam?", "confirm-disable")
+        assert "sam is disabled" in _notice(browser)

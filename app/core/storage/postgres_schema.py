@@ -10,6 +10,7 @@ from app.core.storage.console_statements import (
     CONSOLE_D36_SCHEMA,
     CONSOLE_FORMS_SCHEMA,
     CONSOLE_SCHEMA,
+    ORDER_STORY_SCHEMA,
 )
 from app.core.storage.statements import (
     FEED_SCHEMA,
@@ -472,5 +473,8 @@ MIGRATIONS: tuple[str, ...] = (
     ";\n".join(CONSOLE_FORMS_SCHEMA),
     # 13: a user's throttle epoch and a session's pending TOTP secret (D36).
     ";\n".join(CONSOLE_D36_SCHEMA),
+    # 14: the indexes an order's page reads its story by (docs/console.md, "An order's
+    # page").
+    ";\n".join(ORDER_STORY_SCHEMA),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -16,7 +16,8 @@ from app.core import order_story
 from app.core.errors import OrderNotFound
 
 # What the search box takes: an order's number, in ASCII digits, with spaces around it or a
-# "#" before it ("#42", as a person may copy it); anything else is not a number (400).
+# hash sign before it (as a person may copy it from a message); anything else is not a
+# number (400).
 TYPED = re.compile(r"#?\s*([0-9]+)\Z")
 SHOWN_MAX = 40  # characters of the refused text that the 400 page repeats
 

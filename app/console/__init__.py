@@ -14,6 +14,8 @@ the service's own Flask app, over the same core rules as the API.
   code) asked again before a secret is given or a second factor changes (D36);
 - board.py: the orders board (v2's filters, sorts and pages), its actions, the CSV export
   and the changes the board's script follows;
+- order_page.py: an order's page (its fields, its pet, its story, its actions) and the
+  search box that finds one by its id;
 - catalogue.py: the pets and their stock: the list, adding, editing, receiving and
   writing off stock, withdrawing;
 - api_keys.py: the API keys: the list, making, rotating, revoking, lifting a ban;

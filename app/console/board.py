@@ -141,14 +141,21 @@ def row_of(order: dict[str, Any], version: int, names: PetNames) -> dict[str, An
     actions its state allows (the rules of app.core.orders decide again when one is
     sent)."""
     return {**order, "petName": names(order.get("petId")), "version": version,
-            "actions": [action for action, allowed in (
-                ("ship", order["status"] == "pending"),
-                ("complete", order["status"] == "shipped" and not order["complete"]),
-                ("cancel", order["status"] == "pending")) if allowed]}
+            "actions": actions_of(order)}
 
 
-def _notice() -> tuple[str, str] | None:
-    """What the last action on an order did or why it was refused."""
+def actions_of(order: dict[str, Any]) -> list[str]:
+    """The actions an order's state allows (the board's row and the order's page offer
+    them; the rules of app.core.orders decide again when one is sent)."""
+    return [action for action, allowed in (
+        ("ship", order["status"] == "pending"),
+        ("complete", order["status"] == "shipped" and not order["complete"]),
+        ("cancel", order["status"] == "pending")) if allowed]
+
+
+def order_notice() -> tuple[str, str] | None:
+    """What the last action on an order did or why it was refused (the board's and the
+    order's page's)."""
     number = query_id("order")
     if number is None:
         return None
@@ -189,7 +196,7 @@ def orders_board() -> Page:
     return render("orders.html", board=board, rows=rows, statuses=ORDER_STATUSES,
                   sorts=SORTS, next=page.next, here=here, first_page=cursor is None,
                   acting=flask.url_for("console.orders_board"),
-                  notice=_notice(), after=feed.latest(found))
+                  notice=order_notice(), after=feed.latest(found))
 
 
 def board_url(text: str, **notice: Any) -> str:
@@ -202,12 +209,21 @@ def board_url(text: str, **notice: Any) -> str:
     return flask.url_for("console.orders_board", **kept, **notice)
 
 
-def _back(text: str, **notice: Any) -> Page:
-    """303 to the board page the action was sent from, saying what happened."""
-    return flask.redirect(board_url(text, **notice), 303)
+def back_url(values: Any, number: int, **notice: Any) -> str:
+    """Where an action on an order goes back to, saying what happened: the order's page
+    when its form (or its confirmation's link) came from there (to=order), else the board
+    page it was sent from (back)."""
+    if values.get("to") == "order":
+        return flask.url_for("console.order_page", order_id=number, **notice)
+    return board_url(values.get("back", ""), **notice)
 
 
-# The core's refusals, by the word the board shows them with (_notice).
+def _back(values: Any, number: int, **notice: Any) -> Page:
+    """303 to the page the action was sent from, saying what happened."""
+    return flask.redirect(back_url(values, number, **notice, order=number), 303)
+
+
+# The core's refusals, by the word the pages show them with (order_notice).
 REFUSALS: dict[type[PetstoreError], str] = {
     PreconditionFailed: "changed", OrderCancelled: "cancelled",
     OrderAlreadyShipped: "shipped", OrderNotShipped: "not-shipped",
@@ -245,11 +261,10 @@ def act(order_id: str, action: str) -> Page:
             raise
         accounts.record(found, user.name, address(), f"{action} refused",
                         f"order {number}: {refused}")
-        return _back(form.get("back", ""), refused=refused, order=number)
+        return _back(form, number, refused=refused)
     accounts.record(found, user.name, address(), action if result.changed else
                     f"{action} (unchanged)", f"order {number}")
-    return _back(form.get("back", ""), done=action if result.changed else "same",
-                 order=number)
+    return _back(form, number, done=action if result.changed else "same")
 
 
 # Where a spreadsheet may begin a cell inside one field's text (D37, after OWASP's CSV

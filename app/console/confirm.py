@@ -33,7 +33,7 @@ from app.console.blueprint import (
     store,
     visitor,
 )
-from app.console.board import board_url
+from app.console.board import back_url, board_url
 from app.console.hooks import row_of
 from app.console.times import moment
 from app.core import pets, webhooks
@@ -54,7 +54,8 @@ def _page(title: str, facts: list[tuple[str, Any]], effect: str, action: str | N
 @console.route("/orders/<order_id>/cancel", methods=["GET"])
 @needs(STAFF)
 def confirm_cancel(order_id: str) -> Page:
-    """Cancel an order? At the version the board's row showed (its link carries it)."""
+    """Cancel an order? At the version the board's row (or the order's page) showed
+    (its link carries it, and to=order when it came from the order's page)."""
     number = path_id(order_id)
     found = store().get_versioned_order(number)
     if found is None:
@@ -64,8 +65,8 @@ def confirm_cancel(order_id: str) -> Page:
     shown = int64_of(args.get("version", ""), 0)
     version = now if shown is None else shown
     back = args.get("back", "")
-    if version != now:  # changed since the board showed it: the board says so
-        return flask.redirect(board_url(back, refused="changed", order=number), 303)
+    if version != now:  # changed since the page showed it: that page says so
+        return flask.redirect(back_url(args, number, refused="changed", order=number), 303)
     refused = (None if order["status"] == "pending" else
                f"Order {number} is {order['status']}: only a pending order can be cancelled.")
     pet = order.get("petId")
@@ -79,7 +80,9 @@ def confirm_cancel(order_id: str) -> Page:
         "are free again (where the pet's stock is kept), and the API's clients and webhooks "
         "are told.",
         flask.url_for("console.act", order_id=number, action="cancel"), "Cancel the order",
-        board_url(back), "Keep the order", {"version": version, "back": back}, refused)
+        back_url(args, number), "Keep the order",
+        {"version": version, "back": back, **({"to": "order"} if args.get("to") == "order"
+                                              else {})}, refused)
 
 
 @console.route("/keys/<key_id>/revoke", methods=["GET"])

@@ -15,6 +15,7 @@ from app.console import (
     home,
     hooks,
     inputs,
+    order_page,
     times,
     users,
 )
@@ -24,8 +25,8 @@ from app.core.services import Services
 from app.core.users.throttle import SignInThrottle
 
 # Each module adds its pages (or checks, or error pages) to the blueprint as it loads.
-PARTS = (guard, inputs, times, auth, board, catalogue, api_keys, hooks, users, confirm, home,
-         errors)
+PARTS = (guard, inputs, times, auth, board, order_page, catalogue, api_keys, hooks, users,
+         confirm, home, errors)
 
 
 def register(app: flask.Flask, services: Services, plans: dict[str, Plan]) -> None:

@@ -780,8 +780,9 @@ def test_no_page_scrolls_sideways_at_390_or_1280(browser: Any, tmp_path: Path) -
             assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", title), title
             assert "GMT+13" in text and "UTC" not in text, (text, title, moment)
         assert {f"{console}{page}" for page in (
-            "", "orders", "pets", "pets/1", "pets/new", "keys", "webhooks", "webhooks/1",
-            "audit", "account/password", "account/second-factor")} <= seen, seen
+            "", "orders", "orders/1", "orders/6", "pets", "pets/1", "pets/new", "keys",
+            "webhooks", "webhooks/1", "users", "audit", "account/password",
+            "account/second-factor")} <= seen, seen
         assert not wide, wide
 
 
@@ -837,3 +838,48 @@ def test_an_owner_adds_staff_who_work_the_orders_but_not_the_keys(browser: Any,
         link = browser.find_element(By.LINK_TEXT, "Disable…")
         _confirmed(browser, link, "Disable sam?", "confirm-disable")
         assert "sam is disabled" in _notice(browser)
+
+
+def test_an_order_is_found_by_its_number_and_tells_its_story(browser: Any,
+                                                             tmp_path: Path) -> None:
+    """Typed into the board's search box, an order's number opens its page (docs/console.md,
+    "An order's page"); cancelled from there through its confirmation, the page comes back
+    with the story in time order, naming the key that placed it and the user who
+    cancelled it, never the key's secret."""
+    browser.set_window_size(1280, 900)
+    with serving(tmp_path) as server:
+        console = f"http://127.0.0.1:{server.port}/console/"
+        secret = server.petstore("keys", "create", "--plan", "business",
+                                "--name", "storefront").stdout.strip()
+        ISSUED_SECRETS.add(secret)
+        status, placed = _api(server, "POST", "/v2/store/orders", secret,
+                              {"petId": 7, "quantity": 2}, {"Idempotency-Key": "one"})
+        assert status == 201, placed
+        _first_sign_in(browser, server, console)
+
+        browser.get(f"{console}orders")
+        search = browser.find_element(By.ID, "order-search")
+        _fill(browser, search, id=f" #{placed['id']} ")
+        _submit(browser, search)
+        assert browser.current_url == f"{console}orders/{placed['id']}"
+        assert _text(browser, "h1") == f"Order {placed['id']}"
+        assert _text(browser, "#status") == "pending"
+        assert "by API key 1 (storefront)" in _text(browser, "#step-placed")
+
+        _confirmed(browser, browser.find_element(By.CSS_SELECTOR, "a[data-action=cancel]"),
+                   f"Cancel order {placed['id']}?")
+        assert browser.current_url.startswith(f"{console}orders/{placed['id']}?")
+        assert _notice(browser) == f"Order {placed['id']} is cancelled."
+        steps = [step.get_attribute("id") for step in
+                 browser.find_elements(By.CSS_SELECTOR, "#story > li")]
+        assert steps == ["step-placed", "step-cancelled"]
+        assert "by console user owner from 127.0.0.1" in _text(browser, "#step-cancelled")
+        assert secret not in browser.page_source
+
+        # A number no order has, and text that is none: a page that says so.
+        for typed, title in (("424242", "No such page"), ("abc", "That request is not valid")):
+            browser.get(f"{console}orders")
+            search = browser.find_element(By.ID, "order-search")
+            _fill(browser, search, id=typed)
+            _submit(browser, search)
+            assert _text(browser, "h1") == title

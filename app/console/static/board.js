@@ -31,7 +31,11 @@
   function fill(tr, order) {
     tr.id = "order-" + order.id;
     const cell = (name) => tr.querySelector("td." + name);
-    cell("id").textContent = String(order.id);
+    // The id links to the order's page (app/console/order_page.py).
+    const link = document.createElement("a");
+    link.href = base + "/" + order.id;
+    link.textContent = String(order.id);
+    cell("id").replaceChildren(link);
     cell("pet").textContent = order.petId === undefined ? ""
       : String(order.petId) + (order.petName ? " · " + order.petName : "");
     cell("quantity").textContent = order.quantity === undefined ? "" : String(order.quantity);

@@ -11,6 +11,7 @@ from app.core.storage.console_statements import (
     CONSOLE_FORMS_SCHEMA,
     CONSOLE_ROLES_SCHEMA,
     CONSOLE_SCHEMA,
+    ORDER_STORY_SCHEMA,
 )
 from app.core.storage.statements import (
     FEED_SCHEMA,
@@ -475,5 +476,8 @@ MIGRATIONS: tuple[str, ...] = (
     ";\n".join(CONSOLE_D36_SCHEMA),
     # 14: a user's role, owner or staff; the users before it are owners (D38).
     ";\n".join(CONSOLE_ROLES_SCHEMA),
+    # 15: the indexes an order's page reads its story by (docs/console.md, "An order's
+    # page").
+    ";\n".join(ORDER_STORY_SCHEMA),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

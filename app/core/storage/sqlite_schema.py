@@ -13,6 +13,7 @@ from app.core.storage.console_statements import (
     CONSOLE_FORMS_SCHEMA,
     CONSOLE_ROLES_SCHEMA,
     CONSOLE_SCHEMA,
+    ORDER_STORY_SCHEMA,
 )
 from app.core.storage.sqlite_stock import add_stock_v10
 from app.core.storage.statements import (
@@ -172,6 +173,13 @@ def _add_console_roles_v14(db: sqlite_utils.Database) -> None:
         db.execute(statement)
 
 
+def _add_order_story_v15(db: sqlite_utils.Database) -> None:
+    """The indexes an order's page reads its story by (docs/console.md, "An order's
+    page")."""
+    for statement in ORDER_STORY_SCHEMA:
+        db.execute(statement)
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _create_schema_v1,
     _add_bans_v2,
@@ -187,5 +195,6 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _add_console_forms_v12,
     _add_console_d36_v13,
     _add_console_roles_v14,
+    _add_order_story_v15,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -218,3 +218,32 @@ def test_a_pages_pet_names_are_read_at_once(store: Store) -> None:
     wanted = [*range(1, 1201, 2), 5000]
     assert store.pet_names(wanted) == {n: f"pet {n}" for n in range(1, 1201, 2)}
     assert store.pet_names([]) == {}
+
+
+def test_an_orders_record_tells_its_placing_and_its_cancelling(store: Store) -> None:
+    placed = store.place_order({"petId": 5, "quantity": 2}, 7, "key-1", "fp", NOW).order
+    user = store.create_console_user("ann", "hash", NOW)
+    orders.cancel(store, placed["id"], None, user_id=user.id)
+    record = store.order_record(placed["id"])
+    assert record is not None
+    assert record.order == {"id": placed["id"], "petId": 5, "quantity": 2, "complete": False,
+                            "status": "cancelled"}
+    assert (record.version, record.placed_at, record.placed_by_key) == (2, NOW, 7)
+    assert (record.cancelled_by_key, record.cancelled_by_user) == (None, user.id)
+    assert record.cancelled_at is not None and record.cancelled_at >= NOW
+    assert store.order_record(placed["id"] + 1) is None
+    # An imported order has no placing: no idempotency key holds it.
+    store.import_orders([{"id": 90, "petId": 5, "quantity": 1}])
+    imported = store.order_record(90)
+    assert imported is not None and (imported.placed_at, imported.placed_by_key) == (None, None)
+
+
+def test_an_orders_acts_are_the_console_acts_that_changed_it(store: Store) -> None:
+    for action, detail in (("ship", "order 1"), ("ship refused", "order 1: cancelled"),
+                           ("ship", "order 10"), ("complete", "order 1"),
+                           ("orders exported", "order 1"), ("cancel", "order 2")):
+        store.add_audit_entry(NOW, "ann", "192.0.2.1", action, detail)
+    assert [(e.action, e.detail) for e in store.order_acts(1)] == [
+        ("ship", "order 1"), ("complete", "order 1")]
+    assert [e.action for e in store.order_acts(2)] == ["cancel"]
+    assert store.order_acts(3) == []

@@ -450,12 +450,11 @@ class ConsoleStatements:
     # the home page -----------------------------------------------------------------------
 
     def order_summary(self, shipped_from: str, shipped_to: str) -> dict[str, int]:
-        """The home page's figures: pending orders, the units they hold, and the orders
-        shipped with a shipDate in [shipped_from, shipped_to); each a range of an index of
-        the v2 list's (status, ship_date)."""
+        """The home page's figures: pending orders and the units they hold, as the
+        revision's row keeps them (day_statements.py, D34), and the orders shipped with a
+        shipDate in [shipped_from, shipped_to), a range of the v2 list's ship_date index."""
         p = self.PARAM
-        pending, units = self._rows("SELECT count(*), coalesce(sum(quantity), 0) FROM orders "
-                                    "WHERE status = 'pending'")[0]
+        pending, units = self._rows("SELECT pending_orders, pending_units FROM revision")[0]
         shipped = self._rows(f"SELECT count(*) FROM orders WHERE ship_date >= {p} AND "
                              f"ship_date < {p} AND status = 'shipped'",
                              (shipped_from, shipped_to))[0][0]

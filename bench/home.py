@@ -1,4 +1,4 @@
-"""The console's home page with its picture of the shop (issue 60, items 7 and 10) over
+"""The console's home page with its picture of the shop over
 1,000,000 orders, against a board page of 100 in the same run: its figures are read from
 what the store keeps (the days' rows, the revision's counts, the catalogue's pets), so it
 must be no slower than the board (target: at least 1.0x the board's requests a second).

@@ -1,4 +1,4 @@
-"""A bar chart's geometry, for a template to draw as inline SVG (issue 60, item 7): drawn
+"""A bar chart's geometry, for a template to draw as inline SVG (docs/console.md): drawn
 on the server, no script and nothing loaded from elsewhere (D35's Content-Security-Policy
 is unchanged). Each bar carries its day and value as text (its <title>), the scale's lines
 are labelled with their values, and the most and the last day's values are written

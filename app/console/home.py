@@ -46,7 +46,7 @@ def _home(status: int = 200, error: str | None = None, written: str | None = Non
 def home() -> Page:
     """What a shop owner looks at first: the orders waiting, the units they hold, what
     shipped today (UTC), and the inventory (D34), as the store keeps them; the last 30
-    days' orders and shipments, and the pets running out (issue 60, item 7)."""
+    days' orders and shipments, and the pets running out (docs/console.md)."""
     return _home()
 
 

@@ -1,4 +1,4 @@
-"""The shop at a glance (issue 60, item 7): each of the last DAYS UTC days' orders placed
+"""The shop at a glance (docs/console.md): each of the last DAYS UTC days' orders placed
 and units shipped, and the pets running out, read from what the store keeps
 (app/core/storage/day_statements.py), never counted over the orders at a visit."""
 

@@ -1,4 +1,4 @@
-"""The home page's picture of the shop (issue 60, item 7), as a signed-in owner sees it:
+"""The home page's picture of the shop (docs/console.md), as a signed-in owner sees it:
 the last 30 UTC days' orders placed and units shipped, drawn as SVG whose numbers are
 those of its table, moved by placing, shipping and cancelling (a day with none is zero);
 the pets running out by the threshold the owner sets, its refusals, and the audit log."""

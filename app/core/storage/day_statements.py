@@ -1,4 +1,4 @@
-"""The shop's days, as the console's home page draws them (issue 60, item 7): what both
+"""The shop's days, as the console's home page draws them (docs/console.md): what both
 stores keep alike, written once.
 
 Each UTC day's orders placed and units shipped live in order_days, one row a day, kept by
@@ -66,7 +66,7 @@ class LowPet:
 
 
 class DaysStore(Protocol):
-    """The Store's methods for the home page's picture (issue 60, item 7)."""
+    """The Store's methods for the home page's picture (docs/console.md)."""
 
     def order_days(self, first: str, last: str) -> list[tuple[str, int, int]]:
         """(day, orders placed, units shipped) of each UTC day from first to last

@@ -340,7 +340,7 @@ _STOCK = (
     + _PETS
 )
 
-# The home page's days (issue 60, day_statements.py), kept per statement as the stock is
+# The home page's days (day_statements.py), kept per statement as the stock is
 # (migration 10): each statement that changes orders adds, from its transition tables, the
 # orders it inserted to the UTC day of its transaction, the units of the shipped orders it
 # leaves to their shipDate's day (less those of the shipped rows it replaced or removed),
@@ -524,7 +524,7 @@ MIGRATIONS: tuple[str, ...] = (
     ";\n".join(CONSOLE_FORMS_SCHEMA),
     # 13: a user's throttle epoch and a session's pending TOTP secret (D36).
     ";\n".join(CONSOLE_D36_SCHEMA),
-    # 14: the home page's days (issue 60): each UTC day's orders placed and units
+    # 14: the home page's days (docs/console.md): each UTC day's orders placed and units
     # shipped, the count of pending orders, and the owner's low-stock threshold.
     _DAYS,
 )

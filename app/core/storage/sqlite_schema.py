@@ -176,7 +176,7 @@ def _shipped_share(row: str, sign: str) -> str:
 
 
 def _add_order_days_v14(db: sqlite_utils.Database) -> None:
-    """The home page's days (issue 60, day_statements.py): each UTC day's orders placed
+    """The home page's days (day_statements.py): each UTC day's orders placed
     and units shipped, and the count of pending orders, kept by these triggers in the
     transaction of whatever changes an order, filled once here from the orders held; and
     the owner's low-stock threshold. An UPDATE that leaves status, quantity and shipDate

@@ -1,4 +1,4 @@
-"""The home page's days over each store (issue 60, item 7; day_statements.py): every path
+"""The home page's days over each store (day_statements.py): every path
 that places or ships an order (the API's placing, alone and many at once, an import, a
 move, a hand edit) moves each UTC day's orders placed and units shipped and the count of
 pending orders, in its own transaction; a cancel takes nothing back; the migration fills

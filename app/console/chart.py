@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The drawing's own units (its viewBox); CSS scales it to the width it is given.
-WIDTH, HEIGHT = 640, 220
-LEFT, RIGHT, TOP, BOTTOM = 44, 8, 18, 28  # room for the scale's labels and the days'
+WIDTH, HEIGHT = 480, 200
+LEFT, RIGHT, TOP, BOTTOM = 40, 10, 18, 26  # room for the scale's labels and the days'
 LABEL_EVERY = 7  # a day's date under every seventh bar, the last day's included
 
 

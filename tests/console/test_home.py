@@ -13,6 +13,7 @@ from app.core import orders
 from app.core.config import Settings
 from app.core.storage import Store
 from tests.console.conftest import Visitor, row
+from tests.support import make_key
 
 
 def _today(days_ago: int = 0) -> str:
@@ -138,3 +139,20 @@ def test_the_home_page_reads_the_days_the_store_keeps(signed_in: Visitor, store:
     with sqlite3.connect(settings.database) as db:
         db.execute("UPDATE order_days SET placed = 1234 WHERE day = ?", (_today(),))
     assert _table(signed_in.get("/console/").text)[_today()] == (1234, 0)
+
+
+def test_orders_placed_and_shipped_through_the_api_are_on_the_page(signed_in: Visitor,
+                                                                   store: Store) -> None:
+    before = _table(signed_in.get("/console/").text)[_today()]
+    auth = {"Authorization": f"Bearer {make_key(store)}"}
+    placed = signed_in.client.post("/v2/store/orders", json={"petId": 3, "quantity": 4},
+                                   headers={**auth, "Idempotency-Key": "k1"})
+    assert placed.status_code == 201
+    again = signed_in.client.post("/v2/store/orders", json={"petId": 3, "quantity": 4},
+                                  headers={**auth, "Idempotency-Key": "k1"})
+    assert again.json()["id"] == placed.json()["id"]  # a replay places nothing
+    shipped = signed_in.client.post(f"/v2/store/orders/{placed.json()['id']}/ship",
+                                    headers=auth)
+    assert shipped.status_code == 200
+    after = _table(signed_in.get("/console/").text)[_today()]
+    assert after == (before[0] + 1, before[1] + 4)

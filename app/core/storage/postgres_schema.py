@@ -370,6 +370,8 @@ _PLACED_TODAY = ("SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,
 
 def _tally(event: str, tables: str, shipped: list[str], pending: str,
            placed: str = "") -> str:
+    """The function and statement trigger that count one event's rows: the orders placed
+    (an INSERT's), the shipped units of each kind of row, the change in pending orders."""
     counted = " UNION ALL ".join(
         ([placed] if placed else [])
         + [f"SELECT day, 0{' AS placed' if not placed and i == 0 else ''}, units "

@@ -39,7 +39,7 @@ def last_days(store: Store, today: dt.date, days: int = DAYS) -> list[Day]:
     """The days from days-1 before today to today, oldest first, each with its figures
     (zero where the store has none)."""
     first = today - dt.timedelta(days=days - 1)
-    kept = {day: (placed, shipped) for day, placed, shipped
+    kept = {day: (placed, units) for day, placed, _, units
             in store.order_days(first.isoformat(), today.isoformat())}
     out = []
     for n in range(days):

@@ -135,10 +135,14 @@ def test_a_threshold_that_is_no_number_of_units_is_refused(signed_in: Visitor,
 def test_the_home_page_reads_the_days_the_store_keeps(signed_in: Visitor, store: Store,
                                                       settings: Settings) -> None:
     """The figures are the store's kept rows, not a count of the orders at the visit: a
-    row changed by hand is what the page shows."""
+    row changed by hand is what the page shows (the chart's and "Shipped today")."""
     with sqlite3.connect(settings.database) as db:
-        db.execute("UPDATE order_days SET placed = 1234 WHERE day = ?", (_today(),))
-    assert _table(signed_in.get("/console/").text)[_today()] == (1234, 0)
+        db.execute("UPDATE order_days SET placed = 1234, orders_shipped = 77 WHERE day = ?",
+                   (_today(),))
+    page = signed_in.get("/console/").text
+    assert _table(page)[_today()] == (1234, 0)
+    figures = dict(re.findall(r'<dd id="([a-z-]+)">(?:<a [^>]+>)?([\d,]+)<', page))
+    assert figures["shipped-today"] == "77"
 
 
 def test_orders_placed_and_shipped_through_the_api_are_on_the_page(signed_in: Visitor,

@@ -5,12 +5,12 @@ Each UTC day's orders placed and units shipped live in order_days, one row a day
 each store's triggers on orders in the transaction of whatever writes them (either API
 version, the console, the CLI, an import, a hand edit), as the inventory's figures are
 (D34): the home page reads 30 rows, never the orders. An order counts as placed on the
-UTC day the store inserted it (a cancel takes nothing back: it was placed); its units
-count as shipped on the UTC day of its shipDate (stored as UTC, "YYYY-MM-DDTHH:MM:SSZ",
-so its first ten characters), while it is shipped: a shipDate moved, or an order put back
-to pending by hand, moves or takes back its units. The count of pending orders sits
-beside the inventory's units on the revision's row. The owner's low-stock threshold is
-one row of shop_settings.
+UTC day the store inserted it (a cancel takes nothing back: it was placed); it and its
+units count as shipped on the UTC day of its shipDate (stored as UTC,
+"YYYY-MM-DDTHH:MM:SSZ", so its first ten characters) while it is shipped: a shipDate
+moved, or an order put back to pending by hand, moves or takes them back. The count of
+pending orders sits beside the inventory's units on the revision's row. The owner's
+low-stock threshold is one row of shop_settings.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ LOW_STOCK_DEFAULT = 5  # units available at or below which a pet is running out
 # The migration's tables (the same text in both stores), and the revision's new column.
 DAYS_SCHEMA = (
     "CREATE TABLE order_days (day TEXT PRIMARY KEY, placed BIGINT NOT NULL DEFAULT 0,"
-    " units_shipped BIGINT NOT NULL DEFAULT 0)",
+    " orders_shipped BIGINT NOT NULL DEFAULT 0, units_shipped BIGINT NOT NULL DEFAULT 0)",
     "CREATE TABLE shop_settings (id INTEGER PRIMARY KEY CHECK (id = 1),"
     f" low_stock_at BIGINT NOT NULL DEFAULT {LOW_STOCK_DEFAULT}"
     " CHECK (low_stock_at BETWEEN 0 AND 1000000000))",
@@ -37,20 +37,21 @@ DAYS_SCHEMA = (
 # idempotency key still kept (D23: a day's), whose row holds the time; a pet's key holds a
 # pet, whose JSON has no "complete" member (an order's always has one).
 DAYS_FILLED = (
-    "INSERT INTO order_days (day, placed, units_shipped) "
-    "SELECT day, sum(placed), sum(units) FROM ("
-    " SELECT substr(k.created_at, 1, 10) AS day, count(*) AS placed, 0 AS units"
-    " FROM idempotency_keys k JOIN orders o ON o.id = k.order_id"
+    "INSERT INTO order_days (day, placed, orders_shipped, units_shipped) "
+    "SELECT day, sum(placed), sum(shipped), sum(units) FROM ("
+    " SELECT substr(k.created_at, 1, 10) AS day, count(*) AS placed, 0 AS shipped,"
+    " 0 AS units FROM idempotency_keys k JOIN orders o ON o.id = k.order_id"
     " WHERE k.order_json LIKE '%\"complete\":%' GROUP BY substr(k.created_at, 1, 10)"
     " UNION ALL"
-    " SELECT substr(ship_date, 1, 10), 0, sum(quantity) FROM orders"
-    " WHERE status = 'shipped' AND ship_date IS NOT NULL AND quantity IS NOT NULL"
+    " SELECT substr(ship_date, 1, 10), 0, count(*), coalesce(sum(quantity), 0) FROM orders"
+    " WHERE status = 'shipped' AND ship_date IS NOT NULL"
     " GROUP BY substr(ship_date, 1, 10)"
     ") AS counted GROUP BY day"
 )
 # The one way a day's figures grow (or shrink), upserted: SQLite and PostgreSQL both say
 # ON CONFLICT ... DO UPDATE with excluded.
 ADD_TO_DAY = (" ON CONFLICT (day) DO UPDATE SET placed = order_days.placed + excluded.placed,"
+              " orders_shipped = order_days.orders_shipped + excluded.orders_shipped,"
               " units_shipped = order_days.units_shipped + excluded.units_shipped")
 
 
@@ -68,9 +69,9 @@ class LowPet:
 class DaysStore(Protocol):
     """The Store's methods for the home page's picture (docs/console.md)."""
 
-    def order_days(self, first: str, last: str) -> list[tuple[str, int, int]]:
-        """(day, orders placed, units shipped) of each UTC day from first to last
-        (YYYY-MM-DD, both included) that the store has figures for, by day."""
+    def order_days(self, first: str, last: str) -> list[tuple[str, int, int, int]]:
+        """(day, orders placed, orders shipped, units shipped) of each UTC day from first
+        to last (YYYY-MM-DD, both included) that the store has figures for, by day."""
         ...
 
     def low_stock_at(self) -> int:
@@ -100,13 +101,14 @@ class DayStatements:
     def _write_rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         raise NotImplementedError
 
-    def order_days(self, first: str, last: str) -> list[tuple[str, int, int]]:
-        """(day, orders placed, units shipped) of each UTC day from first to last that
-        the store has figures for: one range of order_days' primary key."""
+    def order_days(self, first: str, last: str) -> list[tuple[str, int, int, int]]:
+        """(day, orders placed, orders shipped, units shipped) of each UTC day from first
+        to last that the store has figures for: one range of order_days' primary key."""
         p = self.PARAM
-        return [(str(day), int(placed), int(shipped)) for day, placed, shipped in self._rows(
-            f"SELECT day, placed, units_shipped FROM order_days WHERE day >= {p} "
-            f"AND day <= {p} ORDER BY day", (first, last))]
+        return [(str(day), int(placed), int(orders), int(units))
+                for day, placed, orders, units in self._rows(
+                    f"SELECT day, placed, orders_shipped, units_shipped FROM order_days "
+                    f"WHERE day >= {p} AND day <= {p} ORDER BY day", (first, last))]
 
     def low_stock_at(self) -> int:
         """The owner's low-stock threshold."""

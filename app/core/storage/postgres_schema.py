@@ -342,21 +342,22 @@ _STOCK = (
 
 # The home page's days (day_statements.py), kept per statement as the stock is
 # (migration 10): each statement that changes orders adds, from its transition tables, the
-# orders it inserted to the UTC day of its transaction, the units of the shipped orders it
-# leaves to their shipDate's day (less those of the shipped rows it replaced or removed),
+# orders it inserted to the UTC day of its transaction, the shipped orders it leaves and
+# their units to their shipDate's day (less those of the shipped rows it replaced or removed),
 # and the change in pending orders to the revision's row, which every writer of orders has
 # locked already (migration 8; each of these triggers' names sorts after the triggers that
 # lock or raise it). A statement that moves nothing they count (a complete) writes nothing.
-_SHIPPED_ROWS = ("SELECT substr(ship_date, 1, 10) AS day, {sign}quantity AS units "
-                 "FROM {rows} WHERE status = 'shipped' AND ship_date IS NOT NULL "
-                 "AND quantity IS NOT NULL")
+_SHIPPED_ROWS = ("SELECT substr(ship_date, 1, 10) AS day, {sign}1 AS orders, "
+                 "{sign}coalesce(quantity, 0) AS units "
+                 "FROM {rows} WHERE status = 'shipped' AND ship_date IS NOT NULL")
 _PENDING_ROWS = "(SELECT count(*) FROM {rows} WHERE status = 'pending')"
 _TALLY_DAYS = """
     CREATE FUNCTION orders_{event}_tallies_days() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-        INSERT INTO order_days (day, placed, units_shipped)
-            SELECT day, sum(placed), sum(units) FROM ({counted}) AS counted
-            GROUP BY day HAVING sum(placed) <> 0 OR sum(units) <> 0{add_to_day};
+        INSERT INTO order_days (day, placed, orders_shipped, units_shipped)
+            SELECT day, sum(placed), sum(orders), sum(units) FROM ({counted}) AS counted
+            GROUP BY day HAVING sum(placed) <> 0 OR sum(orders) <> 0
+                OR sum(units) <> 0{add_to_day};
         UPDATE revision SET pending_orders = pending_orders + moved.n
             FROM (SELECT {pending} AS n) AS moved WHERE moved.n <> 0;
         RETURN NULL;
@@ -365,7 +366,7 @@ _TALLY_DAYS = """
         FOR EACH STATEMENT EXECUTE FUNCTION orders_{event}_tallies_days();
 """
 _PLACED_TODAY = ("SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, "
-                 "count(*) AS placed, 0 AS units FROM after_rows")
+                 "count(*) AS placed, 0 AS orders, 0 AS units FROM after_rows")
 
 
 def _tally(event: str, tables: str, shipped: list[str], pending: str,
@@ -374,7 +375,7 @@ def _tally(event: str, tables: str, shipped: list[str], pending: str,
     (an INSERT's), the shipped units of each kind of row, the change in pending orders."""
     counted = " UNION ALL ".join(
         ([placed] if placed else [])
-        + [f"SELECT day, 0{' AS placed' if not placed and i == 0 else ''}, units "
+        + [f"SELECT day, 0{' AS placed' if not placed and i == 0 else ''}, orders, units "
            f"FROM ({rows}) AS shipped_{i}" for i, rows in enumerate(shipped)])
     return _TALLY_DAYS.format(event=event, tables=tables, counted=counted,
                               pending=pending, add_to_day=ADD_TO_DAY)

@@ -168,11 +168,10 @@ def _add_console_d36_v13(db: sqlite_utils.Database) -> None:
 
 def _shipped_share(row: str, sign: str) -> str:
     """The statement that adds (sign "") or takes back (sign "-") a shipped order row's
-    units on its shipDate's UTC day; nothing for a row that is not shipped."""
-    return (f"INSERT INTO order_days (day, placed, units_shipped) SELECT "
-            f"substr({row}.ship_date, 1, 10), 0, {sign}{row}.quantity "
-            f"WHERE {row}.status = 'shipped' AND {row}.ship_date IS NOT NULL "
-            f"AND {row}.quantity IS NOT NULL{ADD_TO_DAY};")
+    order and units on its shipDate's UTC day; nothing for a row that is not shipped."""
+    return (f"INSERT INTO order_days (day, placed, orders_shipped, units_shipped) SELECT "
+            f"substr({row}.ship_date, 1, 10), 0, {sign}1, {sign}coalesce({row}.quantity, 0) "
+            f"WHERE {row}.status = 'shipped' AND {row}.ship_date IS NOT NULL{ADD_TO_DAY};")
 
 
 def _add_order_days_v14(db: sqlite_utils.Database) -> None:
@@ -185,8 +184,8 @@ def _add_order_days_v14(db: sqlite_utils.Database) -> None:
         db.execute(statement)
     db.execute(f"""
         CREATE TRIGGER orders_insert_tallies_days AFTER INSERT ON orders FOR EACH ROW BEGIN
-            INSERT INTO order_days (day, placed, units_shipped)
-                VALUES (strftime('%Y-%m-%d', 'now'), 1, 0){ADD_TO_DAY};
+            INSERT INTO order_days (day, placed, orders_shipped, units_shipped)
+                VALUES (strftime('%Y-%m-%d', 'now'), 1, 0, 0){ADD_TO_DAY};
             {_shipped_share("NEW", "")}
             UPDATE revision SET pending_orders = pending_orders + 1
                 WHERE NEW.status = 'pending';

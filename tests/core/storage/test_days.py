@@ -23,9 +23,10 @@ def _today() -> str:
     return dt.datetime.now(dt.UTC).date().isoformat()
 
 
-def _days(store: Store) -> dict[str, tuple[int, int]]:
-    return {day: (placed, shipped)
-            for day, placed, shipped in store.order_days("0001-01-01", "9999-12-31")}
+def _days(store: Store) -> dict[str, tuple[int, int, int]]:
+    """day -> (orders placed, orders shipped, units shipped)."""
+    return {day: (placed, orders, units)
+            for day, placed, orders, units in store.order_days("0001-01-01", "9999-12-31")}
 
 
 def _pending(store: Store) -> int:
@@ -38,15 +39,15 @@ def test_placing_shipping_and_cancelling_move_the_days(store: Store) -> None:
     second = placing.place(store, {"petId": 1, "quantity": 3}, 0, "k2").order
     third = placing.place(store, {"petId": 2, "quantity": 4}, 0, "k3").order
     placing.place(store, {"petId": 1, "quantity": 2}, 0, "k1")  # a replay places nothing
-    assert _days(store) == {_today(): (3, 0)}
+    assert _days(store) == {_today(): (3, 0, 0)}
     assert _pending(store) == 3
     orders.ship(store, first["id"], "2026-11-20T23:59:59Z")
     orders.ship(store, second["id"], "2026-11-21T23:00:00Z")
     orders.cancel(store, third["id"], None)
     orders.complete(store, first["id"])  # moves nothing the days count
-    assert _days(store) == {_today(): (3, 0), "2026-11-20": (0, 2), "2026-11-21": (0, 3)}
+    assert _days(store) == {_today(): (3, 0, 0), "2026-11-20": (0, 1, 2), "2026-11-21": (0, 1, 3)}
     assert _pending(store) == 0
-    assert store.order_days("2026-11-21", "2026-11-21") == [("2026-11-21", 0, 3)]
+    assert store.order_days("2026-11-21", "2026-11-21") == [("2026-11-21", 0, 1, 3)]
 
 
 def test_an_import_counts_as_placed_today_and_its_shipped_on_their_day(store: Store) -> None:
@@ -57,7 +58,7 @@ def test_an_import_counts_as_placed_today_and_its_shipped_on_their_day(store: St
         {"id": 3, "petId": 1, "quantity": 7, "status": "cancelled"},
         {"id": 4, "petId": 1, "status": "shipped", "shipDate": "2026-10-01T09:00:00Z"},
     ])
-    assert _days(store) == {_today(): (4, 0), "2026-10-01": (0, 5)}
+    assert _days(store) == {_today(): (4, 0, 0), "2026-10-01": (0, 2, 5)}
     assert _pending(store) == 1
     # An upsert that moves a shipped order's day and quantity moves its units, and one that
     # puts a shipped order back to pending takes them back.
@@ -67,7 +68,8 @@ def test_an_import_counts_as_placed_today_and_its_shipped_on_their_day(store: St
         {"id": 1, "petId": 1, "quantity": 2, "status": "shipped",
          "shipDate": "2026-10-02T09:00:00Z"},
     ], upsert=True)
-    assert _days(store) == {_today(): (4, 0), "2026-10-01": (0, 0), "2026-10-02": (0, 8)}
+    assert _days(store) == {_today(): (4, 0, 0), "2026-10-01": (0, 1, 0),
+                            "2026-10-02": (0, 2, 8)}
     assert _pending(store) == 0
 
 
@@ -82,7 +84,7 @@ def test_many_placings_at_once_count_each(store: Store) -> None:
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(place, range(40)))
-    assert _days(store) == {_today(): (40, 0)}
+    assert _days(store) == {_today(): (40, 0, 0)}
     assert _pending(store) == 40
 
 
@@ -92,10 +94,11 @@ def test_a_hand_edit_moves_the_days_too(store: Store, place: Place) -> None:
                          {"id": 2, "petId": 1, "quantity": 1, "status": "pending"}])
     place.sql("UPDATE orders SET ship_date = '2026-09-10T10:00:00Z' WHERE id = 1")
     place.sql("DELETE FROM orders WHERE id = 2")
-    assert _days(store) == {_today(): (2, 0), "2026-09-09": (0, 0), "2026-09-10": (0, 3)}
+    assert _days(store) == {_today(): (2, 0, 0), "2026-09-09": (0, 0, 0),
+                            "2026-09-10": (0, 1, 3)}
     assert _pending(store) == 0
     place.sql("DELETE FROM orders WHERE id = 1")
-    assert _days(store)["2026-09-10"] == (0, 0)
+    assert _days(store)["2026-09-10"] == (0, 0, 0)
 
 
 def test_a_failed_placing_counts_nothing(store: Store) -> None:
@@ -122,7 +125,8 @@ def test_the_migration_fills_the_days_from_the_orders_held(place: Place) -> None
         f"(1, 'c', 'f', 3, '{{\"id\":3,\"name\":\"Rex\"}}', 1, '{today}T02:00:00Z')")
     store = place.open()
     try:
-        assert _days(store) == {today: (1, 0), "2026-10-30": (1, 0), "2026-11-01": (0, 7)}
+        assert _days(store) == {today: (1, 0, 0), "2026-10-30": (1, 0, 0),
+                                 "2026-11-01": (0, 2, 7)}
         assert _pending(store) == 1
         assert store.low_stock_at() == 5
     finally:

@@ -80,7 +80,7 @@ def test_both_stores_have_the_same_schema_and_migrations(store: Store, place: Pl
         "feed_eras": ["first_position", "era"],
         "idempotency_keys": ["api_key_id", "idempotency_key", "fingerprint", "order_id",
                              "order_json", "order_version", "created_at"],
-        "order_days": ["day", "placed", "units_shipped"],
+        "order_days": ["day", "placed", "orders_shipped", "units_shipped"],
         "orders": ["id", "pet_id", "quantity", "ship_date", "complete", "status",
                    "cancelled_at", "cancelled_by", "version", "position", "last_change",
                    "cancelled_by_user"],

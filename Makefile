@@ -124,6 +124,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.soak
 	$(BIN)/python -m bench.contract
 	$(BIN)/python -m bench.console
+	$(BIN)/python -m bench.home
 
 ## bench-large: peak memory and download time of lists of 10,000 and 1,000,000 orders
 bench-large: $(STAMP)

@@ -732,8 +732,11 @@ def test_no_page_scrolls_sideways_at_390_or_1280(browser: Any, tmp_path: Path) -
     with serving(tmp_path, webhook_allowed_networks="127.0.0.0/8") as server:
         long_name = "Biscuit the very patient long-haired dachshund of the harbour " * 2
         pets = tmp_path / "pets.json"
+        # Pet 2's stock leaves it 2 units (its pending orders below hold 6): the home
+        # page lists it, long name and all, among the pets running out.
         pets.write_text(json.dumps([{"id": 1, "name": MARKUP}, {"id": 2, "name": long_name,
-                                                                "tags": ["small", "puppy"]}]))
+                                                                "tags": ["small", "puppy"],
+                                                                "stock": 8}]))
         server.petstore("pets", "import", str(pets))
         placed = tmp_path / "orders.json"
         placed.write_text(json.dumps(

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from app.core.config import Settings
 from app.core.setting_values import store_kind
 from app.core.storage.console_statements import ConsoleStore
+from app.core.storage.day_statements import DaysStore
 from app.core.storage.records import (
     ApiKey,
     Attempted,
@@ -33,7 +34,7 @@ from app.core.storage.records import (
 from app.core.storage.sqlite import SQLiteStore
 
 
-class Store(ConsoleStore, Protocol):
+class Store(ConsoleStore, DaysStore, Protocol):
     """What the order rules, the API, the CLI and the console need from a database (the
     console's methods are ConsoleStore's, console_statements.py)."""
 

@@ -277,7 +277,8 @@ class ConsoleStore(Protocol):
 
     def order_summary(self, shipped_from: str, shipped_to: str) -> dict[str, int]:
         """The home page's figures: pending orders, the units they hold, and the orders
-        shipped with a shipDate in [shipped_from, shipped_to)."""
+        shipped with a shipDate in the UTC days from shipped_from's to shipped_to's
+        (excluded)."""
         ...
 
     def pet_names(self, pet_ids: Sequence[int]) -> dict[int, str]:
@@ -521,15 +522,15 @@ class ConsoleStatements:
     # the home page -----------------------------------------------------------------------
 
     def order_summary(self, shipped_from: str, shipped_to: str) -> dict[str, int]:
-        """The home page's figures: pending orders, the units they hold, and the orders
-        shipped with a shipDate in [shipped_from, shipped_to); each a range of an index of
-        the v2 list's (status, ship_date)."""
+        """The home page's figures: pending orders and the units they hold, as the
+        revision's row keeps them, and the orders shipped with a shipDate in the UTC days
+        from shipped_from's to shipped_to's (excluded), as order_days keeps them
+        (day_statements.py, D34): never a count over the orders."""
         p = self.PARAM
-        pending, units = self._rows("SELECT count(*), coalesce(sum(quantity), 0) FROM orders "
-                                    "WHERE status = 'pending'")[0]
-        shipped = self._rows(f"SELECT count(*) FROM orders WHERE ship_date >= {p} AND "
-                             f"ship_date < {p} AND status = 'shipped'",
-                             (shipped_from, shipped_to))[0][0]
+        pending, units = self._rows("SELECT pending_orders, pending_units FROM revision")[0]
+        shipped = self._rows(f"SELECT coalesce(sum(orders_shipped), 0) FROM order_days "
+                             f"WHERE day >= {p} AND day < {p}",
+                             (shipped_from[:10], shipped_to[:10]))[0][0]
         return {"pending": int(pending), "units": int(units), "shipped_today": int(shipped)}
 
     def pet_names(self, pet_ids: Sequence[int]) -> dict[int, str]:

@@ -46,6 +46,7 @@ from app.core.errors import (
 )
 from app.core.storage import pg_dump
 from app.core.storage.console_statements import ConsoleStatements
+from app.core.storage.day_statements import DayStatements
 from app.core.storage.group_commit import GroupCommit, Write
 from app.core.storage.postgres_imports import (
     COPY_INCOMING,
@@ -114,7 +115,8 @@ ORDERS_JSON = ("SELECT (SELECT value FROM revision), '[' || coalesce((SELECT "
 # last id.
 ORDERS_JSON_PAGE = (f"SELECT string_agg({ORDER_JSON}, ',' ORDER BY id), max(id) FROM "
                     "(SELECT * FROM orders WHERE id > %s ORDER BY id LIMIT %s) AS page")
-class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStatements):
+class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStatements,
+                    DayStatements):
     """Orders and API keys in one PostgreSQL database, shared by every host."""
 
     PARAM = "%s"

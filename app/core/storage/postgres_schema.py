@@ -13,6 +13,7 @@ from app.core.storage.console_statements import (
     CONSOLE_SCHEMA,
     ORDER_STORY_SCHEMA,
 )
+from app.core.storage.day_statements import ADD_TO_DAY, DAYS_FILLED, DAYS_SCHEMA
 from app.core.storage.statements import (
     FEED_SCHEMA,
     IDEMPOTENCY_KEYS,
@@ -341,6 +342,60 @@ _STOCK = (
     + _PETS
 )
 
+# The home page's days (day_statements.py), kept per statement as the stock is
+# (migration 10): each statement that changes orders adds, from its transition tables, the
+# orders it inserted to the UTC day of its transaction, the shipped orders it leaves and
+# their units to their shipDate's day (less those of the shipped rows it replaced or removed),
+# and the change in pending orders to the revision's row, which every writer of orders has
+# locked already (migration 8; each of these triggers' names sorts after the triggers that
+# lock or raise it). A statement that moves nothing they count (a complete) writes nothing.
+_SHIPPED_ROWS = ("SELECT substr(ship_date, 1, 10) AS day, {sign}1 AS orders, "
+                 "{sign}coalesce(quantity, 0) AS units "
+                 "FROM {rows} WHERE status = 'shipped' AND ship_date IS NOT NULL")
+_PENDING_ROWS = "(SELECT count(*) FROM {rows} WHERE status = 'pending')"
+_TALLY_DAYS = """
+    CREATE FUNCTION orders_{event}_tallies_days() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO order_days (day, placed, orders_shipped, units_shipped)
+            SELECT day, sum(placed), sum(orders), sum(units) FROM ({counted}) AS counted
+            GROUP BY day HAVING sum(placed) <> 0 OR sum(orders) <> 0
+                OR sum(units) <> 0{add_to_day};
+        UPDATE revision SET pending_orders = pending_orders + moved.n
+            FROM (SELECT {pending} AS n) AS moved WHERE moved.n <> 0;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER orders_{event}_tallies_days AFTER {event} ON orders REFERENCING {tables}
+        FOR EACH STATEMENT EXECUTE FUNCTION orders_{event}_tallies_days();
+"""
+_PLACED_TODAY = ("SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, "
+                 "count(*) AS placed, 0 AS orders, 0 AS units FROM after_rows")
+
+
+def _tally(event: str, tables: str, shipped: list[str], pending: str,
+           placed: str = "") -> str:
+    """The function and statement trigger that count one event's rows: the orders placed
+    (an INSERT's), the shipped units of each kind of row, the change in pending orders."""
+    counted = " UNION ALL ".join(
+        ([placed] if placed else [])
+        + [f"SELECT day, 0{' AS placed' if not placed and i == 0 else ''}, orders, units "
+           f"FROM ({rows}) AS shipped_{i}" for i, rows in enumerate(shipped)])
+    return _TALLY_DAYS.format(event=event, tables=tables, counted=counted,
+                              pending=pending, add_to_day=ADD_TO_DAY)
+
+
+_DAYS = (";\n".join(DAYS_SCHEMA) + ";\n" + DAYS_FILLED + ";\n"
+         + _tally("insert", "NEW TABLE AS after_rows",
+                  [_SHIPPED_ROWS.format(sign="", rows="after_rows")],
+                  _PENDING_ROWS.format(rows="after_rows"), _PLACED_TODAY)
+         + _tally("update", "OLD TABLE AS before_rows NEW TABLE AS after_rows",
+                  [_SHIPPED_ROWS.format(sign="", rows="after_rows"),
+                   _SHIPPED_ROWS.format(sign="-", rows="before_rows")],
+                  _PENDING_ROWS.format(rows="after_rows") + " - "
+                  + _PENDING_ROWS.format(rows="before_rows"))
+         + _tally("delete", "OLD TABLE AS before_rows",
+                  [_SHIPPED_ROWS.format(sign="-", rows="before_rows")],
+                  "-" + _PENDING_ROWS.format(rows="before_rows")))
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: keys and orders. Times are ISO 8601 text, as in SQLite, so that every value comes
     # back exactly as it was written.
@@ -479,5 +534,8 @@ MIGRATIONS: tuple[str, ...] = (
     # 15: the indexes an order's page reads its story by (docs/console.md, "An order's
     # page").
     ";\n".join(ORDER_STORY_SCHEMA),
+    # 16: the home page's days (docs/console.md): each UTC day's orders placed and units
+    # shipped, the count of pending orders, and the owner's low-stock threshold.
+    _DAYS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

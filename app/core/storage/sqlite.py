@@ -28,6 +28,7 @@ from app.core.errors import (
     StoreUnavailable,
 )
 from app.core.storage.console_statements import ConsoleStatements
+from app.core.storage.day_statements import DayStatements
 from app.core.storage.group_commit import GroupCommit, Savepoints
 from app.core.storage.records import ApiKey, Changes, OrderMove, Placed, Transition
 from app.core.storage.sqlite_schema import MIGRATIONS, SCHEMA_VERSION
@@ -82,7 +83,7 @@ ORDERS_JSON_PAGE = (f"SELECT group_concat({ORDER_JSON}, ','), max(id) FROM "
 
 
 class SQLiteStore(SQLiteStock, SqlStore, StockStatements, WebhookStatements,
-                  ConsoleStatements):
+                  ConsoleStatements, DayStatements):
     """Orders and API keys in one SQLite file."""
 
     PARAM = "?"

@@ -15,6 +15,7 @@ from app.core.storage.console_statements import (
     CONSOLE_SCHEMA,
     ORDER_STORY_SCHEMA,
 )
+from app.core.storage.day_statements import ADD_TO_DAY, DAYS_FILLED, DAYS_SCHEMA
 from app.core.storage.sqlite_stock import add_stock_v10
 from app.core.storage.statements import (
     FEED_SCHEMA,
@@ -180,6 +181,48 @@ def _add_order_story_v15(db: sqlite_utils.Database) -> None:
         db.execute(statement)
 
 
+def _shipped_share(row: str, sign: str) -> str:
+    """The statement that adds (sign "") or takes back (sign "-") a shipped order row's
+    order and units on its shipDate's UTC day; nothing for a row that is not shipped."""
+    return (f"INSERT INTO order_days (day, placed, orders_shipped, units_shipped) SELECT "
+            f"substr({row}.ship_date, 1, 10), 0, {sign}1, {sign}coalesce({row}.quantity, 0) "
+            f"WHERE {row}.status = 'shipped' AND {row}.ship_date IS NOT NULL{ADD_TO_DAY};")
+
+
+def _add_order_days_v16(db: sqlite_utils.Database) -> None:
+    """The home page's days (day_statements.py): each UTC day's orders placed
+    and units shipped, and the count of pending orders, kept by these triggers in the
+    transaction of whatever changes an order, filled once here from the orders held; and
+    the owner's low-stock threshold. An UPDATE that leaves status, quantity and shipDate
+    as they were (a complete, migration 8's nested UPDATE) fires nothing."""
+    for statement in (*DAYS_SCHEMA, DAYS_FILLED):
+        db.execute(statement)
+    db.execute(f"""
+        CREATE TRIGGER orders_insert_tallies_days AFTER INSERT ON orders FOR EACH ROW BEGIN
+            INSERT INTO order_days (day, placed, orders_shipped, units_shipped)
+                VALUES (strftime('%Y-%m-%d', 'now'), 1, 0, 0){ADD_TO_DAY};
+            {_shipped_share("NEW", "")}
+            UPDATE revision SET pending_orders = pending_orders + 1
+                WHERE NEW.status = 'pending';
+        END""")
+    db.execute(f"""
+        CREATE TRIGGER orders_update_tallies_days AFTER UPDATE OF status, quantity, ship_date
+        ON orders FOR EACH ROW WHEN OLD.status IS NOT NEW.status
+            OR OLD.quantity IS NOT NEW.quantity OR OLD.ship_date IS NOT NEW.ship_date BEGIN
+            {_shipped_share("OLD", "-")}
+            {_shipped_share("NEW", "")}
+            UPDATE revision SET pending_orders = pending_orders
+                + (NEW.status = 'pending') - (OLD.status = 'pending')
+                WHERE OLD.status IS NOT NEW.status;
+        END""")
+    db.execute(f"""
+        CREATE TRIGGER orders_delete_tallies_days AFTER DELETE ON orders FOR EACH ROW BEGIN
+            {_shipped_share("OLD", "-")}
+            UPDATE revision SET pending_orders = pending_orders - 1
+                WHERE OLD.status = 'pending';
+        END""")
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _create_schema_v1,
     _add_bans_v2,
@@ -196,5 +239,6 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _add_console_d36_v13,
     _add_console_roles_v14,
     _add_order_story_v15,
+    _add_order_days_v16,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

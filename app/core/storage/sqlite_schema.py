@@ -11,6 +11,7 @@ import sqlite_utils
 from app.core.storage.console_statements import (
     CONSOLE_D36_SCHEMA,
     CONSOLE_FORMS_SCHEMA,
+    CONSOLE_RECOVERY_SCHEMA,
     CONSOLE_SCHEMA,
 )
 from app.core.storage.sqlite_stock import add_stock_v10
@@ -165,6 +166,12 @@ def _add_console_d36_v13(db: sqlite_utils.Database) -> None:
         db.execute(statement)
 
 
+def _add_console_recovery_codes_v14(db: sqlite_utils.Database) -> None:
+    """The console users' recovery codes, as digests (D38)."""
+    for statement in CONSOLE_RECOVERY_SCHEMA:
+        db.execute(statement)
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _create_schema_v1,
     _add_bans_v2,
@@ -179,5 +186,6 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _add_console_v11,
     _add_console_forms_v12,
     _add_console_d36_v13,
+    _add_console_recovery_codes_v14,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

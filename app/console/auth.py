@@ -15,6 +15,7 @@ one is enrolled; its secret is the one the server offered, kept with the session
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import flask
 import segno
@@ -78,7 +79,7 @@ def _step(user: ConsoleUser, stage: str,
 
 
 def _step_showing(user: ConsoleUser, stage: str, replacing: ConsoleSession | None,
-                  template: str, **context: object) -> Page:
+                  template: str, **context: Any) -> Page:
     """A new session at the stage, as _step, answered with a page to read first (recovery
     codes shown once, how many are left), whose link goes on where _step would have gone.
     The page is the new session's: its forms carry the new session's token."""

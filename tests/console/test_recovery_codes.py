@@ -176,7 +176,7 @@ def test_a_code_stands_in_for_a_lost_authenticator_when_it_is_replaced(
 
 def test_removing_the_second_factor_forgets_the_codes(signed_in: Visitor,
                                                       store: Store) -> None:
-    secret, codes = enrol(signed_in)
+    secret, _ = enrol(signed_in)
     removed = signed_in.post(f"{PAGE}/remove", {
         "password": GOOD, "current_code": pyotp.TOTP(secret).at(time.time() + 30)})
     assert removed.status_code == 303 and _left(store) == 0

@@ -1,7 +1,7 @@
-"""The console's users, sessions and audit log over each store (D35): names are unique,
-sessions are found by digest with their user and end one by one or all of a user's, a TOTP
-step is used once, recovery codes are replaced whole and each spent once, a form that shows a secret is taken once, a cancel from the console
-records its user, the home page's figures."""
+"""The console's users, sessions and audit log over each store (D35): names are unique, sessions
+are found by digest with their user and end one by one or all of a user's, a TOTP step is used
+once, recovery codes are replaced whole and each spent once, a form that shows a secret is taken
+once, a cancel from the console records its user, the home page's figures."""
 
 from __future__ import annotations
 

@@ -93,6 +93,15 @@ def wait_until(condition: Callable[[], Any], timeout: float = 10.0,
     return value
 
 
+def text_id(text: object) -> str:
+    """A test id for a text full of control or direction characters: each character that
+    is not an ASCII letter or digit as U<code point>, so that the id holds no backslash,
+    quote or bracket (pytest's ids=ascii gave 'Rex\\tX', a node id that mutmut could not
+    hand back to pytest)."""
+    return "".join(c if c.isascii() and c.isalnum() else f"_U{ord(c):04X}_"
+                   for c in str(text)) or "empty"
+
+
 def make_key(
     store: Store,
     plan: str = "free",

@@ -1,6 +1,6 @@
-"""`petstore users`: the console's users (D35): add, list, disable, enable, reset a
-password, and lift the sign-in throttle's locks of a name (D36). A user is not an API key:
-it signs in to the console at /console/."""
+"""`petstore users`: the console's users (D35): add (with a role, D38), list, disable,
+enable, reset a password, and lift the sign-in throttle's locks of a name (D36). A user is
+not an API key: it signs in to the console at /console/."""
 
 from __future__ import annotations
 
@@ -22,8 +22,10 @@ T = TypeVar("T")
 @click.group("users")
 def users_group() -> None:
     """Add, list, disable and enable the console's users, reset their passwords, and lift
-    the locks of too many failed sign-ins. The console (/console/) is for the shop's owner
-    and staff; there is no default user."""
+    the locks of too many failed sign-ins. The console (/console/) is for the shop's owners
+    and staff: an owner does everything; staff work the orders and the stock, not the API
+    keys, webhooks, users or the audit log. There is no default user: the first one added
+    is an owner, who can add the rest in the console."""
 
 
 def _core(rule: Callable[..., T], name: str) -> T:
@@ -36,18 +38,23 @@ def _core(rule: Callable[..., T], name: str) -> T:
 
 @users_group.command("add")
 @click.argument("name")
-def users_add(name: str) -> None:
+@click.option("--role", type=click.Choice(accounts.ROLES),
+              help="owner (everything: also API keys, webhooks, users, the audit log) or "
+                   "staff (orders and stock). Default: owner for the first user of the "
+                   "store, staff for every later one.")
+def users_add(name: str, role: str | None) -> None:
     """Add a user NAME and print a one-time password, alone, on standard output. It is
     shown only this once (the database keeps an argon2id hash of it) and must be changed
-    at the first sign-in."""
-    user, one_time = _core(accounts.add, name)
-    say(f"Added the console user {user.name}. Its one-time password, to be changed at the "
-        "first sign-in at /console/, is shown only this once:")
+    at the first sign-in. The first user (`petstore users add owner`) is the shop's first
+    owner, who adds the others in the console or here."""
+    user, one_time = _core(functools.partial(accounts.add, role=role), name)
+    say(f"Added the console user {user.name} ({user.role}). Its one-time password, to be "
+        "changed at the first sign-in at /console/, is shown only this once:")
     click.echo(one_time)
 
 
 def _row(user: ConsoleUser) -> dict[str, object]:
-    return {"name": user.name, "created_at": user.created_at,
+    return {"name": user.name, "role": user.role, "created_at": user.created_at,
             "last_sign_in_at": user.last_sign_in_at, "disabled_at": user.disabled_at,
             "second_factor": user.totp_secret is not None,
             "must_change_password": user.must_change_password}
@@ -62,8 +69,8 @@ def _status(user: ConsoleUser) -> str:
 @users_group.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array on standard output.")
 def users_list(as_json: bool) -> None:
-    """List every user: when added, when last signed in, whether a second factor (TOTP)
-    is enrolled, and whether it is disabled or must change its password."""
+    """List every user: its role, when added, when last signed in, whether a second factor
+    (TOTP) is enrolled, and whether it is disabled or must change its password."""
     found = current_store().list_console_users()
     if as_json:
         click.echo(json.dumps([_row(user) for user in found], indent=2))
@@ -71,8 +78,8 @@ def users_list(as_json: bool) -> None:
     if not found:
         say("No console users yet. Add one with: petstore users add NAME")
         return
-    echo_table(("NAME", "ADDED", "LAST SIGN-IN", "TOTP", "STATUS"),
-               [(user.name, user.created_at, user.last_sign_in_at or "never",
+    echo_table(("NAME", "ROLE", "ADDED", "LAST SIGN-IN", "TOTP", "STATUS"),
+               [(user.name, user.role, user.created_at, user.last_sign_in_at or "never",
                  "yes" if user.totp_secret else "no", _status(user)) for user in found])
 
 
@@ -80,7 +87,8 @@ def users_list(as_json: bool) -> None:
 @click.argument("name")
 def users_disable(name: str) -> None:
     """Disable a user: it can no longer sign in, and its sessions end at once, on every
-    worker and host."""
+    worker and host. The last enabled owner cannot be disabled: add or enable another
+    owner first."""
     user = _core(accounts.disable, name)
     say(f"The console user {user.name} is disabled since {user.disabled_at}.")
 

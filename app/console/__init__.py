@@ -3,8 +3,8 @@ the service's own Flask app, over the same core rules as the API.
 
 - blueprint.py: the blueprint, what the running console holds, and how a page is rendered;
 - guard.py: what every request passes first: the Host (D36), the address allow-list, the
-  session, the origin check and the synchronizer token of every POST, and the stage a page
-  needs;
+  session, the origin check and the synchronizer token of every POST, and the stage and
+  the role a page needs (each route's one declaration, blueprint.needs: D38);
 - inputs.py: what the console takes of a request's text (no NUL, whichever the store);
 - times.py: a moment as a page shows it (a <time> element, UTC until the browser's
   script writes it in the browser's zone);
@@ -18,10 +18,13 @@ the service's own Flask app, over the same core rules as the API.
 - catalogue.py: the pets and their stock: the list, adding, editing, receiving and
   writing off stock, withdrawing, restoring a pet withdrawn;
 - api_keys.py: the API keys: the list, making, rotating, revoking, lifting a ban;
-- hooks.py: the webhook endpoints: their state and lag, deliveries, a test message,
-  enabling, disabling, rotating a secret, replaying;
+- hooks.py: the webhook endpoints: their state and lag, adding, editing and deleting one,
+  deliveries, a test message, enabling, disabling, rotating a secret, replaying;
+- users.py: the console's users (D38), for owners: the list, adding one (its one-time
+  password shown once), disabling and enabling, resetting a second factor;
 - confirm.py: the confirmation pages before an act that cannot be undone (cancel an
-  order, revoke a key, withdraw a pet), each holding the act's form;
+  order, revoke a key, withdraw a pet, delete a webhook endpoint, disable a user), each
+  holding the act's form;
 - home.py: the home page and the audit log;
 - errors.py: every error as a page;
 - pages.py: register(), which puts them together on a Flask app.

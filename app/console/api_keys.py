@@ -23,9 +23,11 @@ import flask
 
 from app.console import checks
 from app.console.blueprint import (
+    OWNER,
     Page,
     address,
     console,
+    needs,
     notice,
     once,
     path_id,
@@ -88,6 +90,7 @@ def _list(status: int = 200, error: str | None = None,
 
 
 @console.route("/keys")
+@needs(OWNER)
 def keys_page() -> Page:
     """Every key, and the form that makes one."""
     return _list()
@@ -103,6 +106,7 @@ def _number(text: str, label: str) -> int | None:
 
 
 @console.route("/keys", methods=["POST"])
+@needs(OWNER)
 def create_key() -> Page:
     """Make a key and show its secret, once."""
     form = flask.request.form
@@ -155,6 +159,7 @@ def _sentence(message: str) -> str:
 
 
 @console.route("/keys/<key_id>/rotate", methods=["POST"])
+@needs(OWNER)
 def rotate_key(key_id: str) -> Page:
     """Give the key a new secret, shown once; the old one works through the grace."""
     number = path_id(key_id)
@@ -183,6 +188,7 @@ def rotate_key(key_id: str) -> Page:
 
 
 @console.route("/keys/<key_id>/revoke", methods=["POST"])
+@needs(OWNER)
 def revoke_key(key_id: str) -> Page:
     """Revoke the key (again: nothing changes)."""
     number = path_id(key_id)
@@ -194,6 +200,7 @@ def revoke_key(key_id: str) -> Page:
 
 
 @console.route("/keys/<key_id>/unban", methods=["POST"])
+@needs(OWNER)
 def unban_key(key_id: str) -> Page:
     """Lift the key's ban."""
     number = path_id(key_id)

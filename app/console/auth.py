@@ -23,6 +23,7 @@ import segno
 from app.console import checks
 from app.console.blueprint import (
     PUBLIC,
+    STAFF,
     Page,
     address,
     asked,
@@ -133,7 +134,7 @@ def sign_in_post() -> Page:
 
 
 @console.route("/sign-in/code", methods=["GET", "POST"])
-@needs(sessions.CODE)
+@needs(STAFF, sessions.CODE)
 def code() -> Page:
     """The code of the user's authenticator (TOTP), the second step of signing in; or one
     of the user's recovery codes in its place (D38), spent, after which a page says how
@@ -158,7 +159,7 @@ def code() -> Page:
 
 
 @console.route("/account/password", methods=["GET", "POST"])
-@needs(sessions.CHANGE, sessions.OPEN)
+@needs(STAFF, sessions.CHANGE, sessions.OPEN)
 def password() -> Page:
     """Change the password: the one-time password at the first sign-in, or any time."""
     session, user = visitor()
@@ -221,7 +222,7 @@ def _second_factor_page(session: ConsoleSession, user: ConsoleUser, status: int 
 
 
 @console.route("/account/second-factor", methods=["GET", "POST"])
-@needs(sessions.ENROL, sessions.OFFER, sessions.OPEN)
+@needs(STAFF, sessions.ENROL, sessions.OFFER, sessions.OPEN)
 def second_factor() -> Page:
     """Enrol an authenticator (TOTP), or replace the one enrolled: the server's secret as
     a QR code and as text, then the password (and the current code, where one is
@@ -249,7 +250,7 @@ def second_factor() -> Page:
 
 
 @console.route("/account/second-factor/skip", methods=["POST"])
-@needs(sessions.OFFER)
+@needs(STAFF, sessions.OFFER)
 def skip_second_factor() -> Page:
     """Decline the second factor offered after the first password change: the console
     opens with the password alone (Second factor in the menu sets one up later)."""
@@ -260,6 +261,7 @@ def skip_second_factor() -> Page:
 
 
 @console.route("/account/recovery-codes", methods=["POST"])
+@needs(STAFF)
 def new_recovery_codes() -> Page:
     """Ten new recovery codes in place of the user's old ones (D38), after the password,
     shown this once; only for a user with a second factor, whose codes they are."""
@@ -281,6 +283,7 @@ def new_recovery_codes() -> Page:
 
 
 @console.route("/account/second-factor/remove", methods=["POST"])
+@needs(STAFF)
 def remove_second_factor() -> Page:
     """Remove the user's second factor, with the password and its current code (D36);
     not where PETSTORE_CONSOLE_REQUIRE_TOTP asks every user for one."""
@@ -300,7 +303,7 @@ def remove_second_factor() -> Page:
 
 
 @console.route("/sign-out", methods=["POST"])
-@needs(*sessions.STAGES)
+@needs(STAFF, *sessions.STAGES)
 def sign_out() -> Page:
     """End the session in the database, at once for every worker and host."""
     session, user = visitor()

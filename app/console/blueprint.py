@@ -21,7 +21,7 @@ from app.core.quotas.plans import Plan
 from app.core.services import Services
 from app.core.storage import Store
 from app.core.storage.console_statements import ConsoleSession, ConsoleUser
-from app.core.users import sessions
+from app.core.users import accounts, sessions
 from app.core.users.throttle import SignInThrottle
 
 console = flask.Blueprint("console", __name__, url_prefix="/console",
@@ -53,24 +53,67 @@ def store() -> Store:
     return state().services.store
 
 
-# What a page needs of its visitor (guard.py reads it): PUBLIC (anyone from an allowed
-# address), or a session at one of the stages of app.core.users.sessions. A page that
-# says nothing needs an open session.
+# Who may open a page, and at which stages of a session (D38): each route of the console
+# declares it once, with needs(), and guard.py reads it before the page runs (a test walks
+# the URL map: no route is left without one):
+#   @needs(PUBLIC)   anyone from an allowed address, without a session (signing in);
+#   @needs(STAFF)    every signed-in user: staff, and owners, who may do all staff do (the
+#                    orders, the pets and their stock, one's own account);
+#   @needs(OWNER)    owners only (the API keys, webhooks, users, the audit log): staff get
+#                    a 403 page, and the menu does not offer it to them.
+# Stages after the role say which stages of app.core.users.sessions the page opens at
+# (@needs(STAFF, sessions.CHANGE, sessions.OPEN)); none: an open session only. A route
+# that declares nothing opens to owners only, at an open session (the guard fails closed).
 PUBLIC = "public"
+OWNER, STAFF = accounts.OWNER, accounts.STAFF
+WHO = (PUBLIC, STAFF, OWNER)
 
 
-def needs(*stages: str) -> Callable[[F], F]:
-    """The stages at which a page opens (PUBLIC: without a session)."""
+@dataclass(frozen=True)
+class Access:
+    """A route's declaration: who may open it (WHO), at which stages of a session."""
+
+    who: str
+    stages: tuple[str, ...]
+
+    def allows(self, user: ConsoleUser | None) -> bool:
+        """Whether the role of user (None: no session) may open the page."""
+        return self.who in (PUBLIC, STAFF) or (user is not None and user.role == OWNER)
+
+
+UNDECLARED = Access(OWNER, (sessions.OPEN,))
+
+
+def needs(who: str, *stages: str) -> Callable[[F], F]:
+    """Declare who may open a page (PUBLIC, STAFF or OWNER), and at which stages of a
+    session (none: an open one), as the comment above says."""
+    if who not in WHO or not set(stages) <= set(sessions.STAGES):
+        raise ValueError(f"needs({who!r}, ...): who is one of {WHO}, stages of {sessions.STAGES}")
+
     def mark(view: F) -> F:
-        view.console_stages = stages  # type: ignore[attr-defined]
+        view.console_access = Access(who, stages or (sessions.OPEN,))  # type: ignore[attr-defined]
         return view
 
     return mark
 
 
+def access_of(view: Callable[..., Any] | None) -> Access | None:
+    """A view's declaration, or None where it declares nothing."""
+    found = getattr(view, "console_access", None)
+    return found if isinstance(found, Access) else None
+
+
 def stages_of(view: Callable[..., Any] | None) -> tuple[str, ...]:
-    """The stages at which a view opens."""
-    return getattr(view, "console_stages", (sessions.OPEN,))
+    """The stages at which a view opens ((PUBLIC,): without a session)."""
+    access = access_of(view) or UNDECLARED
+    return (PUBLIC,) if access.who == PUBLIC else access.stages
+
+
+def may(endpoint: str) -> bool:
+    """Whether the visitor may open the page of this endpoint (by its declaration): what
+    the menu and the pages' links offer."""
+    view = flask.current_app.view_functions.get(endpoint)
+    return (access_of(view) or UNDECLARED).allows(visitor()[1])
 
 
 def visitor() -> tuple[ConsoleSession | None, ConsoleUser | None]:
@@ -123,7 +166,7 @@ def render(template: str, status: int = 200, headers: dict[str, str] | None = No
     token = session.token if session is not None else flask.g.get("console_form_token")
     body = flask.render_template(f"console/{template}", user=user, session=session,
                                  token=token, form_key=form_key, next_page=asked(),
-                                 **context)
+                                 may=may, **context)
     return flask.Response(body, status, headers=headers, mimetype="text/html")
 
 

@@ -24,10 +24,12 @@ import flask
 import orjson
 
 from app.console.blueprint import (
+    STAFF,
     Page,
     address,
     console,
     int64_of,
+    needs,
     notice,
     path_id,
     query_id,
@@ -164,6 +166,7 @@ def _notice() -> tuple[str, str] | None:
 
 
 @console.route("/orders")
+@needs(STAFF)
 def orders_board() -> Page:
     """The board: one page of the filtered orders, with each row's actions."""
     board = board_of(flask.request.args)
@@ -212,6 +215,7 @@ REFUSALS: dict[type[PetstoreError], str] = {
 
 
 @console.route("/orders/<order_id>/<action>", methods=["POST"])
+@needs(STAFF)
 def act(order_id: str, action: str) -> Page:
     """Ship (with an optional date), complete or cancel an order, at the version its row
     showed."""
@@ -291,6 +295,7 @@ def export_rows(found: Store, query: OrderQuery) -> Iterator[bytes]:
 
 
 @console.route("/orders.csv")
+@needs(STAFF)
 def export() -> Page:
     """Every order the board's filters select, as CSV, streamed."""
     board = board_of(flask.request.args)
@@ -308,6 +313,7 @@ def export() -> Page:
 
 
 @console.route("/orders/changes")
+@needs(STAFF)
 def changes() -> Page:
     """The orders changed after the cursor (the board's script asks every few seconds,
     with the session's cookie: the API's feed needs a key), each as the board's row shows

@@ -20,11 +20,13 @@ import flask
 import orjson
 
 from app.console.blueprint import (
+    STAFF,
     Page,
     address,
     console,
     form_key,
     form_key_of,
+    needs,
     notice,
     path_id,
     query_id,
@@ -146,6 +148,7 @@ def _notice() -> tuple[str, str] | None:
 
 
 @console.route("/pets")
+@needs(STAFF)
 def pets_page() -> Page:
     """One page of the catalogue, filtered as listPets is."""
     form, query, error = _filters(flask.request.args)
@@ -168,12 +171,14 @@ def pets_page() -> Page:
 # adding -------------------------------------------------------------------------------
 
 @console.route("/pets/new")
+@needs(STAFF)
 def new_pet() -> Page:
     """The form that adds a pet."""
     return render("pet_new.html", fields=_fields({}), key=form_key(), error=None)
 
 
 @console.route("/pets/new", methods=["POST"])
+@needs(STAFF)
 def add_pet() -> Page:
     """Add the pet the form describes, once for its key."""
     form = flask.request.form
@@ -212,6 +217,7 @@ def _pet_view(pet_id: int, status: int = 200, error: str | None = None,
 
 
 @console.route("/pets/<pet_id>")
+@needs(STAFF)
 def pet_page(pet_id: str) -> Page:
     """A pet, its figures and its actions."""
     return _pet_view(path_id(pet_id))
@@ -234,6 +240,7 @@ def _refused(pet_id: int, action: str, exc: PetstoreError, **context: Any) -> Pa
 
 
 @console.route("/pets/<pet_id>/edit", methods=["POST"])
+@needs(STAFF)
 def edit_pet(pet_id: str) -> Page:
     """Save the edit form, only at the version the page showed (D25)."""
     number = path_id(pet_id)
@@ -255,6 +262,7 @@ def edit_pet(pet_id: str) -> Page:
 
 
 @console.route("/pets/<pet_id>/stock", methods=["POST"])
+@needs(STAFF)
 def adjust_stock(pet_id: str) -> Page:
     """Receive stock (a positive delta) or write it off (a negative one), with a reason,
     once for the form's key."""
@@ -282,6 +290,7 @@ def adjust_stock(pet_id: str) -> Page:
 
 
 @console.route("/pets/<pet_id>/withdraw", methods=["POST"])
+@needs(STAFF)
 def withdraw_pet(pet_id: str) -> Page:
     """Withdraw the pet from the catalogue (again: nothing changes)."""
     number = path_id(pet_id)
@@ -294,6 +303,7 @@ def withdraw_pet(pet_id: str) -> Page:
 
 
 @console.route("/pets/<pet_id>/restore", methods=["POST"])
+@needs(STAFF)
 def restore_pet(pet_id: str) -> Page:
     """Bring a withdrawn pet back into the catalogue, its stock and what its pending orders
     hold as they are now (app.core.pets.restore). No confirmation page: it takes nothing

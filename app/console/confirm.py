@@ -1,13 +1,16 @@
 """Confirmation before an act that cannot be undone (docs/console.md, "Before an act that
-cannot be undone"): cancelling an order, revoking an API key, withdrawing a pet. The
-button on the board, the keys page or the pet's page is a link to a page (GET, which
+cannot be undone"): cancelling an order, revoking an API key, withdrawing a pet, deleting
+a webhook endpoint, disabling a user (which ends their sessions at once: "Users and
+roles"). The button on the board, the keys page, the pet's page, the endpoint's page or
+the users page is a link to a page (GET, which
 changes nothing) that says what will happen and holds the real form; that form posts to
 the action's own URL, which is as it was (the API's rules, the version, the token). No
 script is needed, and none is inline (the Content-Security-Policy stays as it is).
 
 Each page shows the thing as it is now. An order that changed since the board showed it
 goes back to the board, which says so, as its action would (D25); a key revoked already,
-or a pet withdrawn already, is said so, with no form."""
+a pet withdrawn already, a user disabled already or oneself (D38) is said so, with no
+form; an endpoint deleted already is no page (404), as its other pages are."""
 
 from __future__ import annotations
 
@@ -16,11 +19,25 @@ from typing import Any
 import flask
 from markupsafe import Markup
 
-from app.console.blueprint import Page, console, int64_of, path_id, render, state, store
+from app.console import users
+from app.console.blueprint import (
+    OWNER,
+    STAFF,
+    Page,
+    console,
+    int64_of,
+    needs,
+    path_id,
+    render,
+    state,
+    store,
+    visitor,
+)
 from app.console.board import board_url
+from app.console.hooks import row_of
 from app.console.times import moment
-from app.core import pets
-from app.core.errors import OrderNotFound, PetNotFound
+from app.core import pets, webhooks
+from app.core.errors import OrderNotFound, PetNotFound, WebhookEndpointNotFound
 from app.core.keys import KeyNotFound
 
 
@@ -35,6 +52,7 @@ def _page(title: str, facts: list[tuple[str, Any]], effect: str, action: str | N
 
 
 @console.route("/orders/<order_id>/cancel", methods=["GET"])
+@needs(STAFF)
 def confirm_cancel(order_id: str) -> Page:
     """Cancel an order? At the version the board's row showed (its link carries it)."""
     number = path_id(order_id)
@@ -65,6 +83,7 @@ def confirm_cancel(order_id: str) -> Page:
 
 
 @console.route("/keys/<key_id>/revoke", methods=["GET"])
+@needs(OWNER)
 def confirm_revoke(key_id: str) -> Page:
     """Revoke an API key?"""
     number = path_id(key_id)
@@ -86,6 +105,7 @@ def confirm_revoke(key_id: str) -> Page:
 
 
 @console.route("/pets/<pet_id>/withdraw", methods=["GET"])
+@needs(STAFF)
 def confirm_withdraw(pet_id: str) -> Page:
     """Withdraw a pet from the catalogue?"""
     number = path_id(pet_id)
@@ -104,3 +124,55 @@ def confirm_withdraw(pet_id: str) -> Page:
         flask.url_for("console.pet_page", pet_id=number), "Keep it in the catalogue",
         refused=f"Pet {number} is withdrawn already." if pet["status"] == "withdrawn"
         else None)
+
+
+@console.route("/webhooks/<endpoint_id>/delete", methods=["GET"])
+@needs(OWNER)
+def confirm_delete_webhook(endpoint_id: str) -> Page:
+    """Delete a webhook endpoint?"""
+    number = path_id(endpoint_id)
+    try:
+        endpoint = webhooks.find(store(), None, number)
+    except WebhookEndpointNotFound as exc:
+        flask.abort(404, description=exc.message)
+    row = row_of(endpoint)
+    waiting = f"{row['lag']:,}{'+' if row['lag_more'] else ''}"
+    owner = (f"API key {endpoint.api_key_id}" if endpoint.api_key_id is not None
+             else "the shop")
+    return _page(
+        f"Delete webhook endpoint {number}?",
+        [("URL", endpoint.url), ("Description", endpoint.description or "-"),
+         ("Types", ", ".join(endpoint.types) or "all"), ("Owner", owner),
+         ("State", row["sentence"]), ("Not yet delivered",
+          f"{waiting} {'order' if row['lag'] == 1 and not row['lag_more'] else 'orders'}")],
+        "The endpoint is deleted for good, with its log of deliveries: nothing more is sent "
+        "to it, what it has not had yet is never sent, and its secret signs nothing more."
+        + (f" API key {endpoint.api_key_id}, which made it, no longer finds it."
+           if endpoint.api_key_id is not None else "")
+        + " To stop it for a while instead, disable it.",
+        flask.url_for("console.delete_webhook", endpoint_id=number), "Delete the endpoint",
+        flask.url_for("console.webhook_page", endpoint_id=number), "Keep the endpoint")
+
+
+@console.route("/users/<user_id>/disable", methods=["GET"])
+@needs(OWNER)
+def confirm_disable(user_id: str) -> Page:
+    """Disable a console user?"""
+    found = users.find(user_id)
+    _, owner = visitor()
+    assert owner is not None
+    # The last enabled owner is the one disabling, here: oneself (the act's own rule, the
+    # core's, holds the last owner for the CLI and for two owners at once).
+    refused = (f"{found.name} is disabled already." if not found.active else
+               "You cannot disable your own account: another owner can."
+               if found.id == owner.id else None)
+    return _page(
+        f"Disable {found.name}?",
+        [("Name", found.name), ("Role", found.role),
+         ("Second factor", "set up" if found.totp_secret else "none"),
+         ("Last signed in", moment(found.last_sign_in_at) or "never")],
+        f"{found.name} can no longer sign in, and every session of theirs ends at once, on "
+        "every worker and host. Their name and what they did stay in the audit log; an "
+        "owner can enable them again.",
+        flask.url_for("console.disable_user", user_id=found.id), f"Disable {found.name}",
+        flask.url_for("console.users_page"), "Keep them", refused=refused)

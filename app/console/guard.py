@@ -13,8 +13,11 @@
 5. the stage: a page opens only at the stages it names (blueprint.needs); a visitor
    without a session goes to the sign-in page (carrying the page asked for, which opens
    once the sign-in is done: blueprint.next_path), one who still owes a new password, a code
-   or a second factor (required, or offered and not yet set up or skipped) goes to that
-   page.
+   or a second factor (required, or offered and not yet set up or skipped) goes to
+   that page;
+6. the role: a page declared for owners (blueprint.needs(OWNER), or declaring nothing)
+   refuses staff with a 403 page that says why, in the audit log, and nothing changes
+   (D38).
 
 The token is the session's own, kept with it in the database, rather than Flask-WTF's
 CSRFProtect: that keeps its token in Flask's signed-cookie session, which the console does
@@ -37,16 +40,17 @@ from werkzeug.exceptions import BadRequest, Forbidden
 
 from app.console.blueprint import (
     PUBLIC,
+    UNDECLARED,
     Page,
+    access_of,
     carrying,
     console,
     next_path,
-    stages_of,
     state,
 )
 from app.core import metrics
 from app.core.setting_values import split_host
-from app.core.users import sessions
+from app.core.users import accounts, sessions
 
 SESSION_COOKIE = "petstore-console"
 FORM_COOKIE = "petstore-console-form"  # the sign-in form's token, before any session
@@ -62,6 +66,11 @@ class CrossSite(Forbidden):
 class AddressRefused(Forbidden):
     description = ("The console does not answer this address. Its operator lists the "
                    "addresses it answers in PETSTORE_CONSOLE_ALLOW.")
+
+
+class RoleRefused(Forbidden):
+    description = ("This page is for the shop's owners; your account is staff's, which "
+                   "works the orders and the stock. Ask an owner if you need it.")
 
 
 class HostRefused(BadRequest):
@@ -146,8 +155,8 @@ def guard() -> Page | None:
                 else _form_token_matches(token)):
             raise CrossSite()
     view = flask.current_app.view_functions.get(flask.request.endpoint or "")
-    stages = stages_of(view)
-    if PUBLIC in stages:
+    access = access_of(view) or UNDECLARED
+    if access.who == PUBLIC:
         return None
     if session is None:
         if flask.request.method == "POST":
@@ -157,10 +166,16 @@ def guard() -> Page | None:
         wanted = flask.request.full_path.rstrip("?")
         carried = next_path(wanted) if wanted != flask.url_for("console.home") else None
         return flask.redirect(carrying(flask.url_for("console.sign_in"), carried), 303)
-    if session.stage not in stages:
+    if session.stage not in access.stages:
         if flask.request.method == "POST":
             raise CrossSite()
         return flask.redirect(flask.url_for(STAGE_PAGES[session.stage]), 303)
+    if not access.allows(user):
+        assert user is not None
+        accounts.record(current.services.store, user.name, flask.request.remote_addr,
+                        "page refused", f"{flask.request.method} {flask.request.path[:200]}: "
+                                        "owners only")
+        raise RoleRefused()
     return None
 
 

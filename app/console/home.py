@@ -6,11 +6,22 @@ import datetime as dt
 
 import flask
 
-from app.console.blueprint import Page, console, query_id, render, state, store
+from app.console.blueprint import (
+    OWNER,
+    STAFF,
+    Page,
+    console,
+    needs,
+    query_id,
+    render,
+    state,
+    store,
+)
 from app.core import pets
 
 
 @console.route("/")
+@needs(STAFF)
 def home() -> Page:
     """What a shop owner looks at first: the orders waiting, the units they hold, what
     shipped today (UTC), and the inventory (D34): the stock on hand, what pending orders
@@ -26,6 +37,7 @@ AUDIT_PAGE = 100
 
 
 @console.route("/audit")
+@needs(OWNER)
 def audit() -> Page:
     """The audit log, newest first, a page at a time, filtered by user and by action
     (each chosen from what the log holds)."""

@@ -16,6 +16,7 @@ from app.console import (
     hooks,
     inputs,
     times,
+    users,
 )
 from app.console.blueprint import STATE, Console, console
 from app.core.quotas.plans import Plan
@@ -23,7 +24,8 @@ from app.core.services import Services
 from app.core.users.throttle import SignInThrottle
 
 # Each module adds its pages (or checks, or error pages) to the blueprint as it loads.
-PARTS = (guard, inputs, times, auth, board, catalogue, api_keys, hooks, confirm, home, errors)
+PARTS = (guard, inputs, times, auth, board, catalogue, api_keys, hooks, users, confirm, home,
+         errors)
 
 
 def register(app: flask.Flask, services: Services, plans: dict[str, Plan]) -> None:

@@ -289,6 +289,16 @@ class InvalidUserName(PetstoreError):
                          "underscores or @.")
 
 
+class InvalidRole(PetstoreError):
+    def __init__(self, role: str) -> None:
+        super().__init__(f"A console user's role is owner or staff, not {role[:32]!r}.")
+
+
+class UserRefused(PetstoreError):
+    """An act on a console user that D38's rules refuse (disabling oneself, or the last
+    enabled owner; resetting one's own second factor here): the message says why."""
+
+
 class PasswordRefused(PetstoreError):
     """A new password that D35's rules refuse; the message says which rule."""
 

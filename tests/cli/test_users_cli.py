@@ -1,7 +1,8 @@
-"""`petstore users` (D35, D36): a user is added with a one-time password printed alone on
-standard output, listed, disabled (its sessions end), enabled, given a new one-time
-password, and unlocked after failed sign-ins, saying what it lifted; the database keeps
-only an argon2id hash."""
+"""`petstore users` (D35, D36, D38): a user is added with a role (the first an owner, later
+ones staff, unless --role says) and a one-time password printed alone on standard output,
+listed, disabled (its sessions end; never the last enabled owner), enabled, given a new
+one-time password, and unlocked after failed sign-ins, saying what it lifted; the database
+keeps only an argon2id hash."""
 
 from __future__ import annotations
 
@@ -60,12 +61,48 @@ def test_users_are_listed_and_disabled_and_their_sessions_end(db: Path) -> None:
     assert rows["bob"]["disabled_at"] and not rows["ann"]["disabled_at"]
     assert rows["ann"]["must_change_password"] and not rows["ann"]["second_factor"]
     table = run(db, "users", "list").stdout.splitlines()
-    assert table[0].split() == ["NAME", "ADDED", "LAST", "SIGN-IN", "TOTP", "STATUS"]
-    assert "disabled" in table[2] and table[2].startswith("bob")
+    assert table[0].split() == ["NAME", "ROLE", "ADDED", "LAST", "SIGN-IN", "TOTP", "STATUS"]
+    assert "disabled" in table[2] and table[2].split()[:2] == ["bob", "staff"]
     assert run(db, "users", "enable", "bob").exit_code == 0
     assert not {row["name"]: row for row in listed(db)}["bob"]["disabled_at"]
     missing = run(db, "users", "disable", "carol")
     assert missing.exit_code == 1 and "No console user is named carol" in missing.output
+
+
+def test_the_first_user_is_an_owner_and_later_ones_staff_unless_told(db: Path) -> None:
+    first = run(db, "users", "add", "ann")
+    assert first.exit_code == 0 and "Added the console user ann (owner)." in first.stderr
+    assert "(staff)" in run(db, "users", "add", "bob").stderr
+    assert "(owner)" in run(db, "users", "add", "kim", "--role", "owner").stderr
+    assert "(staff)" in run(db, "users", "add", "sam", "--role", "staff").stderr
+    bad = run(db, "users", "add", "eve", "--role", "admin")
+    assert bad.exit_code == 2 and "'admin' is not one of 'owner', 'staff'" in bad.output
+    assert {row["name"]: row["role"] for row in listed(db)} == {
+        "ann": "owner", "bob": "staff", "kim": "owner", "sam": "staff"}
+    helped = " ".join(run(db, "users", "add", "--help").output.split())
+    assert "--role [owner|staff]" in helped
+    assert "Default: owner for the first user of the store, staff for every later one" in (
+        helped)
+    assert "the first one added is an owner" in " ".join(run(db, "users", "--help").output.split())
+
+
+def test_a_first_user_may_be_made_staff(tmp_path: Path) -> None:
+    db = tmp_path / "staff-first.db"
+    assert "(staff)" in run(db, "users", "add", "sam", "--role", "staff").stderr
+    assert "(owner)" in run(db, "users", "add", "ann", "--role", "owner").stderr
+
+
+def test_the_last_enabled_owner_is_not_disabled(db: Path) -> None:
+    run(db, "users", "add", "ann")
+    run(db, "users", "add", "kim", "--role", "owner")
+    assert run(db, "users", "disable", "kim").exit_code == 0
+    refused = run(db, "users", "disable", "ann")
+    assert refused.exit_code == 1
+    assert "ann is the last enabled owner: enable or add another owner first" in (
+        refused.output)
+    assert not {row["name"]: row for row in listed(db)}["ann"]["disabled_at"]
+    assert run(db, "users", "enable", "kim").exit_code == 0
+    assert run(db, "users", "disable", "ann").exit_code == 0
 
 
 def test_a_reset_gives_a_new_one_time_password_and_ends_sessions(db: Path) -> None:

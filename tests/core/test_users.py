@@ -16,10 +16,12 @@ import pytest
 from app.core.config import Settings
 from app.core.errors import (
     DuplicateUser,
+    InvalidRole,
     InvalidUserName,
     PasswordRefused,
     SignInFailed,
     UserNotFound,
+    UserRefused,
     WrongCode,
     WrongRecoveryCode,
 )
@@ -140,7 +142,7 @@ def test_changing_the_password_checks_both_and_ends_every_session(store: Store) 
 
 
 def test_reset_and_disable_end_the_users_sessions(store: Store) -> None:
-    user, _ = accounts.add(store, "ann")
+    user, _ = accounts.add(store, "ann", accounts.STAFF)  # an owner would be the last
     opened = sessions.open_session(store, user, sessions.OPEN, 1000.0)
     one_time = accounts.reset_password(store, "ann")
     assert store.console_session(opened.session.digest) is None
@@ -150,6 +152,44 @@ def test_reset_and_disable_end_the_users_sessions(store: Store) -> None:
     assert sessions.find(store, opened.session_id, 1001.0, 1800, 43200) is None
     with pytest.raises(UserNotFound):
         accounts.disable(store, "nobody")
+
+
+def test_the_first_user_is_an_owner_and_no_rule_leaves_the_shop_without_one(
+        store: Store) -> None:
+    ann, _ = accounts.add(store, "ann")
+    bob, _ = accounts.add(store, "bob")
+    kim, _ = accounts.add(store, "kim", accounts.OWNER)
+    assert (ann.role, bob.role, kim.role) == ("owner", "staff", "owner")
+    with pytest.raises(InvalidRole):
+        accounts.add(store, "eve", "admin")
+    assert store.console_user("eve") is None
+    with pytest.raises(UserRefused, match="your own account"):
+        accounts.disable(store, "ann", by="ann")
+    assert accounts.disable(store, "kim", by="ann").disabled_at is not None
+    with pytest.raises(UserRefused, match="ann is the last enabled owner"):
+        accounts.disable(store, "ann")  # the CLI's: no one acting, the rule holds
+    assert store.console_user("ann").active  # type: ignore[union-attr]
+    refusals = [(e.user_name, e.action, e.detail)
+                for e in store.audit_entries(10, action="disable user refused")]
+    assert refusals == [(None, "disable user refused", "ann: the last enabled owner"),
+                        ("ann", "disable user refused", "ann: oneself")]
+
+
+def test_an_owner_resets_another_users_second_factor_not_their_own(store: Store) -> None:
+    accounts.add(store, "ann")
+    bob, _ = accounts.add(store, "bob")
+    store.update_console_user(bob.id, {"totp_secret": "B" * 32, "totp_last_step": 7})
+    opened = sessions.open_session(store, bob, sessions.OPEN, 1000.0)
+    with pytest.raises(UserRefused, match="Second factor page"):
+        accounts.reset_second_factor(store, "ann", "ann", None)
+    reset = accounts.reset_second_factor(store, "bob", "ann", "203.0.113.9")
+    assert (reset.totp_secret, reset.totp_last_step) == (None, None)
+    assert store.console_session(opened.session.digest) is None
+    entry = store.audit_entries(1)[0]
+    assert (entry.user_name, entry.address, entry.action, entry.detail) == (
+        "ann", "203.0.113.9", "second factor reset", "bob")
+    with pytest.raises(UserRefused, match="bob has no second factor"):
+        accounts.reset_second_factor(store, "bob", "ann", None)
 
 
 def test_a_session_is_kept_as_a_digest_and_ends_idle_or_old(store: Store) -> None:

@@ -14,8 +14,9 @@ And the catalogue, the keys and the webhooks (D32-D34, D12, D28): a pet added wi
 goes pending then sold as an API client orders it out, and available again when stock is
 received; a key made in the console works over HTTP until it is revoked there; a webhook
 endpoint whose receiver is broken shows failing with its error, and once the receiver is
-fixed a replay brings the deliveries; each of these is in the audit log. A cancel and a
-revocation go through their confirmation page.
+fixed a replay brings the deliveries; an endpoint added in the console shows its secret
+once, which signs its test message, and is deleted; each of these is in the audit log. A
+cancel, a revocation and a deletion go through their confirmation page.
 
 And the layout: every page a link reaches, signed in and signed out, at 390 and 1280 px,
 scrolls no wider than the window (a wide table scrolls in its own box) and lines up its
@@ -46,6 +47,7 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as shown
 from selenium.webdriver.support.ui import WebDriverWait
+from standardwebhooks.webhooks import Webhook
 
 from tests.conftest import REBOUND_HOST
 from tests.receivers import Received, receiving
@@ -631,6 +633,31 @@ def test_stock_keys_and_webhooks_are_kept_from_the_console(browser: Any,
                       == "204")
         _screenshot(browser, "webhook-replayed")
 
+        # An endpoint for the accounting tool, added in the console: its secret shown
+        # once, the one that signs its test message; then deleted, from its confirmation.
+        browser.get(f"{console}webhooks")
+        form = browser.find_element(By.ID, "add-webhook")
+        _fill(browser, form, url=receiver.url, description="accounting tool")
+        form.find_element(By.CSS_SELECTOR, "input[value='order.shipped']").click()
+        _submit(browser, form)
+        hook_secret = browser.find_element(By.ID, "secret").text
+        ISSUED_SECRETS.add(hook_secret)  # no log may hold it (tests/conftest.py checks)
+        assert browser.find_element(By.ID, "copy").is_displayed()
+        _screenshot(browser, "webhook-added")
+        added = int(browser.find_element(By.TAG_NAME, "h1").text.split()[-1])
+        browser.get(f"{console}webhooks/{added}")
+        assert hook_secret not in browser.page_source
+        _submit(browser, browser.find_element(By.ID, "test"))
+        assert _notice(browser) == "The test message was delivered."
+        (ping,) = [r for r in receiver.received if r.message["type"] == "ping"
+                   and r.message["data"] == {"endpointId": added}]
+        Webhook(hook_secret).verify(ping.body, ping.headers)
+        _confirmed(browser, browser.find_element(By.CSS_SELECTOR, "#delete a"),
+                   f"Delete webhook endpoint {added}?", "webhook-delete")
+        assert _notice(browser) == (f"Endpoint {added} is deleted: nothing more is sent "
+                                    "to it, and its deliveries are forgotten.")
+        assert not browser.find_elements(By.ID, f"endpoint-{added}")
+
         # The key revoked in the console is refused over HTTP (within the key cache's
         # seconds).
         browser.get(f"{console}keys")
@@ -648,7 +675,8 @@ def test_stock_keys_and_webhooks_are_kept_from_the_console(browser: Any,
         actions = [row.find_elements(By.TAG_NAME, "td")[3].text
                    for row in browser.find_elements(By.CSS_SELECTOR, "#audit tbody tr")]
         for done in ("pet added", "key created", "ship", "stock received",
-                     "webhook replayed", "key revoked"):
+                     "webhook replayed", "webhook added", "webhook test sent",
+                     "webhook deleted", "key revoked"):
             assert done in actions, (done, actions)
         assert "key secret renewed" not in actions, actions
         _screenshot(browser, "audit")
@@ -773,3 +801,57 @@ def test_no_page_scrolls_sideways_at_390_or_1280(browser: Any, tmp_path: Path) -
             "", "orders", "pets", "pets/1", "pets/new", "keys", "webhooks", "webhooks/1",
             "audit", "account/password", "account/second-factor")} <= seen, seen
         assert not wide, wide
+
+
+STAFF_PASSWORD = "a quiet kettle by the river 9"
+
+
+def test_an_owner_adds_staff_who_work_the_orders_but_not_the_keys(browser: Any,
+                                                                   tmp_path: Path) -> None:
+    """D38 in a browser: the owner adds a staff user in the console (the one-time password
+    shown once), who signs in, chooses a password, sees a menu without the owner's pages
+    and is refused one opened anyway; then the owner disables them after a confirmation."""
+    browser.set_window_size(1280, 900)
+    with serving(tmp_path) as server:
+        console = f"http://127.0.0.1:{server.port}/console/"
+        _first_sign_in(browser, server, console)
+
+        browser.get(f"{console}users")
+        form = browser.find_element(By.ID, "add-user")
+        _fill(browser, within=form, name="sam", password=PASSWORD)
+        form.find_element(By.CSS_SELECTOR, "select[name=role] option[value=staff]").click()
+        _submit(browser, form)
+        one_time = browser.find_element(By.ID, "secret").text
+        ISSUED_SECRETS.add(one_time)  # no log may hold it (tests/conftest.py checks)
+        assert "sam is added (staff)" in _notice(browser)
+        _screenshot(browser, "user-added")
+        browser.get(f"{console}users")
+        assert one_time not in browser.page_source
+        _screenshot(browser, "users")
+        browser.find_element(By.CSS_SELECTOR, "form.sign-out button").click()
+
+        # sam signs in, chooses a password, and works the orders, not the keys.
+        WebDriverWait(browser, WAIT_SECONDS).until(shown.url_contains("sign-in"))
+        _fill(browser, name="sam", password=one_time)
+        _submit(browser)
+        _fill(browser, current=one_time, new=STAFF_PASSWORD, repeat=STAFF_PASSWORD)
+        _submit(browser)
+        assert browser.current_url == console
+        menu = [link.text for link in browser.find_elements(By.CSS_SELECTOR, "nav a")]
+        assert menu == ["Home", "Orders", "Pets", "Password", "Second factor"]
+        browser.get(f"{console}keys")
+        assert browser.find_element(By.TAG_NAME, "h1").text == "Not allowed"
+        assert "for the shop's owners" in _text(browser, "main")
+        _screenshot(browser, "staff-refused")
+        browser.get(f"{console}orders")
+        assert browser.find_element(By.TAG_NAME, "h1").text == "Orders"
+        browser.find_element(By.CSS_SELECTOR, "form.sign-out button").click()
+
+        # The owner disables sam, after the confirmation page.
+        WebDriverWait(browser, WAIT_SECONDS).until(shown.url_contains("sign-in"))
+        _fill(browser, name="owner", password=PASSWORD)
+        _submit(browser)
+        browser.get(f"{console}users")
+        link = browser.find_element(By.LINK_TEXT, "Disable…")
+        _confirmed(browser, link, "Disable sam?", "confirm-disable")
+        assert "sam is disabled" in _notice(browser)

@@ -254,6 +254,8 @@ def test_every_domain_exception_a_request_can_raise_has_its_status_and_code() ->
                     # the console's (D35), which its pages and `petstore users` say
                     "DuplicateUser", "UserNotFound", "InvalidUserName", "PasswordRefused",
                     "SignInFailed", "WrongCode", "SignInThrottled",
+                    # users and roles (D38), which the users page and `petstore users` say
+                    "InvalidRole", "UserRefused",
                     # a key's rotation, which only `petstore keys rotate` and the console do
                     "KeyNotFound", "KeyRevoked"}
     kinds = {kind for kind in _subclasses(PetstoreError) - {PetstoreError}

@@ -14,7 +14,7 @@ import pytest
 from app.core.config import Settings
 from app.core.storage import Store, open_store
 from app.web import create_app
-from tests.support import assert_error, make_key
+from tests.support import assert_error, make_key, text_id
 from tests.web.test_key_lifecycle import read_key
 
 PETS = "/v2/pets"
@@ -129,7 +129,7 @@ UNREADABLE = ["\u202egnp.exe", "Rex\x00", "\x1b[2JRex", "Rex\r\nX", "Rex\tX", "R
               "R\u2066ex\u2069", "\u202aRex"]
 
 
-@pytest.mark.parametrize("text", UNREADABLE, ids=ascii)
+@pytest.mark.parametrize("text", UNREADABLE, ids=text_id)
 @pytest.mark.parametrize(("field", "value"), [
     ("name", lambda text: text), ("category", lambda text: text),
     ("tags", lambda text: ["puppy", text])])

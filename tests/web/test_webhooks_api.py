@@ -17,7 +17,7 @@ from app.core.storage import Store
 from app.web import create_app
 from app.web.routing import operations
 from tests.receivers import Receiver, receiving
-from tests.support import assert_error, make_key
+from tests.support import assert_error, make_key, text_id
 from tests.web.test_fast_answers import requests_for
 from tests.web.test_key_lifecycle import read_key
 
@@ -136,7 +136,7 @@ def test_an_unknown_type_or_member_is_400(client: Any, auth: dict[str, str]) -> 
 
 
 @pytest.mark.parametrize("text", ["\u202ewarehouse", "ware\x1b[2Jhouse", "a\nb", "\x00",
-                                  "\u2067x\u2069"], ids=ascii)
+                                  "\u2067x\u2069"], ids=text_id)
 def test_a_description_with_control_or_direction_characters_is_400_naming_it(
         client: Any, auth: dict[str, str], text: str) -> None:
     # A description is a name people read (D37).

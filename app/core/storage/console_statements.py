@@ -68,7 +68,13 @@ CONSOLE_D36_SCHEMA = (
     "ALTER TABLE console_users ADD COLUMN throttle_epoch TEXT",
     "ALTER TABLE console_sessions ADD COLUMN pending_totp_secret TEXT",
 )
-# D38 (migration 14): each user's recovery codes, ten at a time, which stand in for the
+# D38 (migration 14): a user's role, owner (everything) or staff (orders and stock); the users
+# made before roles were are owners, as every user could do everything then.
+CONSOLE_ROLES_SCHEMA = (
+    "ALTER TABLE console_users ADD COLUMN role TEXT NOT NULL DEFAULT 'owner'"
+    " CHECK (role IN ('owner', 'staff'))",
+)
+# D38 (migration 15): each user's recovery codes, ten at a time, which stand in for the
 # authenticator's code when it is lost; kept as SHA-256 digests (why that digest:
 # app/core/users/recovery.py), each spent once (used_at) and all replaced by a new set.
 CONSOLE_RECOVERY_SCHEMA = (
@@ -80,7 +86,7 @@ CONSOLE_RECOVERY_SCHEMA = (
     " PRIMARY KEY (user_id, digest))",
 )
 USER_COLUMNS = ("id, name, password_hash, must_change_password, totp_secret, totp_last_step, "
-                "disabled_at, created_at, last_sign_in_at, throttle_epoch")
+                "disabled_at, created_at, last_sign_in_at, throttle_epoch, role")
 SESSION_COLUMNS = "digest, user_id, token, stage, created_at, seen_at, pending_totp_secret"
 AUDIT_COLUMNS = "id, at, user_name, address, action, detail"
 # What update_console_user may set, and nothing else.
@@ -93,7 +99,8 @@ USER_EDITABLE = frozenset({"password_hash", "must_change_password", "totp_secret
 class ConsoleUser:
     """A console user as stored: the password only as its argon2id hash; the TOTP secret
     (base32) once a second factor is enrolled, and the last time step it accepted; the
-    throttle epoch of its last unlock (D36), None before any."""
+    throttle epoch of its last unlock (D36), None before any; its role (D38), owner or
+    staff."""
 
     id: int
     name: str
@@ -105,6 +112,7 @@ class ConsoleUser:
     created_at: str
     last_sign_in_at: str | None
     throttle_epoch: str | None = None
+    role: str = "staff"
 
     @property
     def active(self) -> bool:
@@ -164,9 +172,10 @@ def session_of(row: Sequence[Any]) -> ConsoleSession:
 class ConsoleStore(Protocol):
     """What the console's rules need from a store (D35); the Store protocol includes it."""
 
-    def create_console_user(self, name: str, password_hash: str, now: str) -> ConsoleUser:
-        """Store a new user, who must change the password at first sign-in; raises
-        DuplicateUser when the name is taken."""
+    def create_console_user(self, name: str, password_hash: str, now: str,
+                            role: str = "staff") -> ConsoleUser:
+        """Store a new user of this role (D38), who must change the password at first
+        sign-in; raises DuplicateUser when the name is taken."""
         ...
 
     def console_user(self, name: str) -> ConsoleUser | None:
@@ -183,6 +192,12 @@ class ConsoleStore(Protocol):
 
     def update_console_user(self, user_id: int, changes: dict[str, Any]) -> ConsoleUser | None:
         """Set some of the user's fields (USER_EDITABLE); the user as now, or None."""
+        ...
+
+    def disable_console_user(self, user_id: int, now: str) -> ConsoleUser | None:
+        """Disable the user (a disabled one keeps its first time), unless that leaves no
+        enabled owner (D38); the user as now, or None (no such user, or the last enabled
+        owner)."""
         ...
 
     def use_totp_step(self, user_id: int, step: int) -> bool:
@@ -295,15 +310,16 @@ class ConsoleStatements:
 
     # users ------------------------------------------------------------------------------
 
-    def create_console_user(self, name: str, password_hash: str, now: str) -> ConsoleUser:
-        """Store a new user, who must change the password at first sign-in; raises
-        DuplicateUser when the name is taken."""
+    def create_console_user(self, name: str, password_hash: str, now: str,
+                            role: str = "staff") -> ConsoleUser:
+        """Store a new user of this role (D38), who must change the password at first
+        sign-in; raises DuplicateUser when the name is taken."""
         p = self.PARAM
         rows = self._write_rows(
-            f"INSERT INTO console_users (name, password_hash, created_at) "
-            f"SELECT {p}, {p}, {p} WHERE NOT EXISTS "
+            f"INSERT INTO console_users (name, password_hash, created_at, role) "
+            f"SELECT {p}, {p}, {p}, {p} WHERE NOT EXISTS "
             f"(SELECT 1 FROM console_users WHERE name = {p}) RETURNING {USER_COLUMNS}",
-            (name, password_hash, now, name))
+            (name, password_hash, now, role, name))
         if not rows:
             raise DuplicateUser(name)
         return user_of(rows[0])
@@ -338,6 +354,23 @@ class ConsoleStatements:
         rows = self._write_rows(
             f"UPDATE console_users SET {assignments} WHERE id = {self.PARAM} "
             f"RETURNING {USER_COLUMNS}", (*stored.values(), user_id))
+        return user_of(rows[0]) if rows else None
+
+    def disable_console_user(self, user_id: int, now: str) -> ConsoleUser | None:
+        """Disable the user (a disabled one keeps its first time), unless that leaves no
+        enabled owner (D38); the user as now, or None (no such user, or the last enabled
+        owner). The first statement takes the enabled owners' rows for the transaction
+        (an update that changes nothing: the same SQL in both databases, where SELECT ...
+        FOR UPDATE is PostgreSQL's alone), so that two owners disabling each other at
+        once are taken in turn, and the second finds itself the last."""
+        p = self.PARAM
+        _, rows = self._write_batch([
+            ("UPDATE console_users SET role = role WHERE role = 'owner' AND disabled_at IS "
+             "NULL RETURNING id", ()),
+            (f"UPDATE console_users SET disabled_at = COALESCE(disabled_at, {p}) "
+             f"WHERE id = {p} AND (role <> 'owner' OR disabled_at IS NOT NULL OR EXISTS "
+             "(SELECT 1 FROM console_users o WHERE o.role = 'owner' AND o.disabled_at IS "
+             f"NULL AND o.id <> {p})) RETURNING {USER_COLUMNS}", (now, user_id, user_id))])
         return user_of(rows[0]) if rows else None
 
     def use_totp_step(self, user_id: int, step: int) -> bool:

@@ -10,6 +10,7 @@ from app.core.storage.console_statements import (
     CONSOLE_D36_SCHEMA,
     CONSOLE_FORMS_SCHEMA,
     CONSOLE_RECOVERY_SCHEMA,
+    CONSOLE_ROLES_SCHEMA,
     CONSOLE_SCHEMA,
 )
 from app.core.storage.statements import (
@@ -473,7 +474,9 @@ MIGRATIONS: tuple[str, ...] = (
     ";\n".join(CONSOLE_FORMS_SCHEMA),
     # 13: a user's throttle epoch and a session's pending TOTP secret (D36).
     ";\n".join(CONSOLE_D36_SCHEMA),
-    # 14: the console users' recovery codes, as digests (D38).
+    # 14: a user's role, owner or staff; the users before it are owners (D38).
+    ";\n".join(CONSOLE_ROLES_SCHEMA),
+    # 15: the console users' recovery codes, as digests (D38).
     ";\n".join(CONSOLE_RECOVERY_SCHEMA),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

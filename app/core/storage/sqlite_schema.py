@@ -12,6 +12,7 @@ from app.core.storage.console_statements import (
     CONSOLE_D36_SCHEMA,
     CONSOLE_FORMS_SCHEMA,
     CONSOLE_RECOVERY_SCHEMA,
+    CONSOLE_ROLES_SCHEMA,
     CONSOLE_SCHEMA,
 )
 from app.core.storage.sqlite_stock import add_stock_v10
@@ -166,7 +167,13 @@ def _add_console_d36_v13(db: sqlite_utils.Database) -> None:
         db.execute(statement)
 
 
-def _add_console_recovery_codes_v14(db: sqlite_utils.Database) -> None:
+def _add_console_roles_v14(db: sqlite_utils.Database) -> None:
+    """A user's role, owner or staff; the users before it are owners (D38)."""
+    for statement in CONSOLE_ROLES_SCHEMA:
+        db.execute(statement)
+
+
+def _add_console_recovery_codes_v15(db: sqlite_utils.Database) -> None:
     """The console users' recovery codes, as digests (D38)."""
     for statement in CONSOLE_RECOVERY_SCHEMA:
         db.execute(statement)
@@ -186,6 +193,7 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _add_console_v11,
     _add_console_forms_v12,
     _add_console_d36_v13,
-    _add_console_recovery_codes_v14,
+    _add_console_roles_v14,
+    _add_console_recovery_codes_v15,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,8 +1,11 @@
 """Console users and signing in (D35): the rules the CLI's `users` and the console's pages
 share.
 
-A user is made by `petstore users add NAME` with a random one-time password, which must be
-changed at the first sign-in; there is no default account. A disabled user cannot sign in
+A user is made by `petstore users add NAME` (or by an owner in the console) with a random
+one-time password, which must be changed at the first sign-in; there is no default account.
+A user has a role (D38): an owner does everything; staff work the orders and the stock. The
+first user is an owner unless told otherwise, the later ones staff; no rule here leaves the
+shop without an enabled owner. A disabled user cannot sign in
 and its sessions end. Signing in takes the name and the password, then, for a user with a
 second factor, the current code of an authenticator (TOTP, RFC 6238, through pyotp). Every
 sign-in, failed sign-in and action of the console goes to the audit log (record), kept for
@@ -22,10 +25,12 @@ from dataclasses import dataclass
 import pyotp
 
 from app.core.errors import (
+    InvalidRole,
     InvalidUserName,
     PasswordRefused,
     SignInFailed,
     UserNotFound,
+    UserRefused,
     WrongCode,
 )
 from app.core.orders import format_time, purge_periodically, utc_now
@@ -34,6 +39,11 @@ from app.core.storage.console_statements import ConsoleUser
 from app.core.users import passwords, throttle
 
 NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}\Z")
+# The roles (D38): an owner does everything; staff work the orders and the stock (the board,
+# an order's page, its actions, the pets and their stock), not the keys, webhooks, users or
+# the audit log. Which pages each may open, the console's routes declare (app.console).
+OWNER, STAFF = "owner", "staff"
+ROLES = (OWNER, STAFF)
 ISSUER = passwords.SHOP_NAME  # what an authenticator app shows beside the user's name
 # The audit log's actions for a failed check that the throttle counts (D36): a wrong
 # password or code at the sign-in, a wrong current password on the password page, a wrong
@@ -60,21 +70,36 @@ def user(store: Store, name: str) -> ConsoleUser:
     return found
 
 
-def add(store: Store, name: str) -> tuple[ConsoleUser, str]:
-    """A new user and its one-time password (to be changed at the first sign-in); raises
-    DuplicateUser."""
+def check_role(role: str) -> str:
+    """A role, if it is one (ROLES); else InvalidRole."""
+    if role not in ROLES:
+        raise InvalidRole(role)
+    return role
+
+
+def add(store: Store, name: str, role: str | None = None, by: str | None = None,
+        address: str | None = None) -> tuple[ConsoleUser, str]:
+    """A new user of the role and its one-time password (to be changed at the first
+    sign-in); without a role, an owner when the store holds no user yet (the shop's first,
+    who must be able to manage the rest), else staff (D38). by: the owner who added it in
+    the console (None: the CLI). Raises DuplicateUser, InvalidUserName, InvalidRole."""
+    check_name(name)
+    chosen = check_role(role) if role is not None else (
+        STAFF if store.list_console_users() else OWNER)
     one_time = passwords.one_time_password()
-    made = store.create_console_user(check_name(name), passwords.hash_password(one_time),
-                                     utc_now())
-    record(store, None, None, "user added", name)
+    made = store.create_console_user(name, passwords.hash_password(one_time), utc_now(),
+                                     chosen)
+    record(store, by, address, "user added", f"{name} ({chosen})")
     return made, one_time
 
 
-def reset_password(store: Store, name: str, second_factor: bool = False) -> str:
+def reset_password(store: Store, name: str, second_factor: bool = False,
+                   by: str | None = None, address: str | None = None) -> str:
     """Give the user a new one-time password (to be changed at the next sign-in) and end
     its sessions; with second_factor, also remove its TOTP secret (an authenticator lost)
     and its recovery codes, so that it signs in with the password alone until it sets one
-    up again (the console offers it after the new password). The password."""
+    up again (the console offers it after the new password). by: the owner who does it in
+    the console (None: the CLI). The password."""
     found = user(store, name)
     one_time = passwords.one_time_password()
     changes: dict[str, object] = {"password_hash": passwords.hash_password(one_time),
@@ -85,28 +110,61 @@ def reset_password(store: Store, name: str, second_factor: bool = False) -> str:
     if second_factor:  # its recovery codes go with it (D38)
         store.replace_recovery_codes(found.id, [], utc_now())
     store.end_console_sessions(user_id=found.id)
-    record(store, None, None, "password reset" + (" and second factor removed"
-                                                  if second_factor else ""), name)
+    record(store, by, address, "password reset" + (" and second factor removed"
+                                                   if second_factor else ""), name)
     return one_time
 
 
-def disable(store: Store, name: str) -> ConsoleUser:
-    """Disable the user (once: the first time is kept) and end its sessions at once."""
+def disable(store: Store, name: str, by: str | None = None,
+            address: str | None = None) -> ConsoleUser:
+    """Disable the user (once: the first time is kept) and end its sessions at once. by:
+    the owner who does it in the console (None: the CLI). Refused (UserRefused, in the
+    audit log) for the owner's own account, and for the last enabled owner, which would
+    leave no one to manage the console (D38)."""
     found = user(store, name)
     if found.disabled_at is not None:
         return found
-    changed = store.update_console_user(found.id, {"disabled_at": utc_now()})
+    if by is not None and by == found.name:
+        record(store, by, address, "disable user refused", f"{name}: oneself")
+        raise UserRefused("You cannot disable your own account: another owner can.")
+    changed = store.disable_console_user(found.id, utc_now())
+    if changed is None:
+        record(store, by, address, "disable user refused", f"{name}: the last enabled owner")
+        raise UserRefused(f"{name} is the last enabled owner: enable or add another owner "
+                          "first, so that someone can still manage the console.")
     store.end_console_sessions(user_id=found.id)
-    record(store, None, None, "user disabled", name)
+    record(store, by, address, "user disabled", name)
+    return changed
+
+
+def enable(store: Store, name: str, by: str | None = None,
+           address: str | None = None) -> ConsoleUser:
+    """Let a disabled user sign in again (by: as for disable)."""
+    found = user(store, name)
+    changed = store.update_console_user(found.id, {"disabled_at": None})
+    record(store, by, address, "user enabled", name)
     assert changed is not None
     return changed
 
 
-def enable(store: Store, name: str) -> ConsoleUser:
-    """Let a disabled user sign in again."""
+def reset_second_factor(store: Store, name: str, by: str, address: str | None) -> ConsoleUser:
+    """Remove another user's second factor (an authenticator lost), as an owner does in the
+    console after giving the password again (the caller asks for it); its sessions end,
+    and it signs in with the password alone until it sets one up again (at once, where
+    PETSTORE_CONSOLE_REQUIRE_TOTP asks). One's own is changed on one's second factor page,
+    which asks for its current code too (D36): refused here (UserRefused)."""
     found = user(store, name)
-    changed = store.update_console_user(found.id, {"disabled_at": None})
-    record(store, None, None, "user enabled", name)
+    if found.name == by:
+        record(store, by, address, "reset second factor refused", f"{name}: oneself")
+        raise UserRefused("Your own second factor is changed on your Second factor page, "
+                          "which asks for its current code too.")
+    if found.totp_secret is None:
+        record(store, by, address, "reset second factor refused", f"{name}: none set up")
+        raise UserRefused(f"{name} has no second factor to reset.")
+    changed = store.update_console_user(found.id, {"totp_secret": None,
+                                                   "totp_last_step": None})
+    store.end_console_sessions(user_id=found.id)
+    record(store, by, address, "second factor reset", name)
     assert changed is not None
     return changed
 

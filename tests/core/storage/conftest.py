@@ -4,7 +4,8 @@ PostgreSQL database of its own where PETSTORE_TEST_POSTGRES_URL is set)."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +73,37 @@ class Place:
             conn.execute(lock, params)  # type: ignore[arg-type]
             yield
             conn.rollback()
+
+    @contextmanager
+    def writers_waiting(self, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], bool]]:
+        """A check, for the block's length, that a writer of a store has begun to wait for
+        the write lock a test holds, observed rather than slept for (issue 56). On
+        PostgreSQL a backend of this database waits on a lock (pg_stat_activity). On SQLite,
+        which shows no waiter, a connection opened in the block by another thread than the
+        test's has begun its BEGIN IMMEDIATE: SQLite's trace callback fires as a statement
+        starts, and with the lock held elsewhere that statement can only wait."""
+        if self.kind == "postgresql":
+            def waiting() -> bool:
+                return bool(self.sql(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND wait_event_type = 'Lock'")[0][0])
+
+            yield waiting
+            return
+        begun = threading.Event()
+        test_thread = threading.current_thread()
+        real_connect = sqlite3.connect
+
+        def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+            conn = real_connect(*args, **kwargs)
+            if threading.current_thread() is not test_thread:
+                conn.set_trace_callback(
+                    lambda statement: begun.set() if statement.startswith("BEGIN IMMEDIATE")
+                    else None)
+            return conn
+
+        monkeypatch.setattr(sqlite3, "connect", connect)
+        yield begun.is_set
 
     def sql(self, query: str) -> list[tuple[Any, ...]]:
         """Rows of a query run on a connection of the test's own."""

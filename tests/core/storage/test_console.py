@@ -1,7 +1,9 @@
-"""The console's users, sessions and audit log over each store (D35): names are unique, sessions
-are found by digest with their user and end one by one or all of a user's, a TOTP step is used
-once, recovery codes are replaced whole and each spent once, a form that shows a secret is taken
-once, a cancel from the console records its user, the home page's figures."""
+"""The console's users, sessions and audit log over each store (D35): names are unique,
+a user has a role and the last enabled owner is not disabled (D38),
+sessions are found by digest with their user and end one by one or all of a user's, a TOTP
+step is used once, recovery codes are replaced whole and each spent once, a form that shows
+a secret is taken once, a cancel from the console records its user, the home page's
+figures."""
 
 from __future__ import annotations
 
@@ -33,6 +35,34 @@ def test_a_user_name_is_taken_once(store: Store) -> None:
     assert [u.name for u in store.list_console_users()] == ["ann"]
     assert store.console_user("ann") == store.console_user_by_id(made.id) == made
     assert store.console_user("bob") is None
+
+
+def test_a_user_has_a_role_and_the_users_before_roles_are_owners(place: Place) -> None:
+    place.at_schema(13, "INSERT INTO console_users (name, password_hash, created_at) "
+                        "VALUES ('ann', 'hash', '2026-11-01T00:00:00Z')")
+    store = place.open()
+    try:
+        assert [(u.name, u.role) for u in store.list_console_users()] == [("ann", "owner")]
+        assert store.create_console_user("bob", "hash", NOW).role == "staff"
+        assert store.create_console_user("cat", "hash", NOW, "owner").role == "owner"
+    finally:
+        store.dispose()
+
+
+def test_the_last_enabled_owner_is_not_disabled(store: Store) -> None:
+    ann = store.create_console_user("ann", "hash", NOW, "owner")
+    bob = store.create_console_user("bob", "hash", NOW, "owner")
+    staff = store.create_console_user("sam", "hash", NOW)
+    disabled = store.disable_console_user(bob.id, NOW)
+    assert disabled is not None and disabled.disabled_at == NOW and not disabled.active
+    assert store.disable_console_user(ann.id, NOW) is None  # the last enabled owner
+    assert store.console_user("ann").active  # type: ignore[union-attr]
+    again = store.disable_console_user(bob.id, "2026-11-25T00:00:00Z")
+    assert again is not None and again.disabled_at == NOW  # the first time is kept
+    assert store.disable_console_user(staff.id, NOW) is not None  # staff: no such rule
+    assert store.disable_console_user(999, NOW) is None
+    store.update_console_user(bob.id, {"disabled_at": None})
+    assert store.disable_console_user(ann.id, NOW) is not None  # bob is enabled again
 
 
 def test_a_users_fields_change_and_only_those_that_may(store: Store) -> None:

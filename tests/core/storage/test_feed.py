@@ -7,7 +7,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from app.core.errors import InvalidParameter, ResyncRequired
 from app.core.services import open_services
 from app.core.storage import Store, open_store
 from tests.core.storage.conftest import Place
+from tests.support import wait_until
 
 NOW = "2026-11-24T10:00:00Z"
 
@@ -182,7 +182,8 @@ def test_a_page_is_one_range_of_the_position_index(store: Store, place: Place) -
         assert "idx_orders_position_id" in plan and "Sort" not in plan
 
 
-def test_positions_follow_commit_order_when_transactions_overlap(place: Place) -> None:
+def test_positions_follow_commit_order_when_transactions_overlap(
+        place: Place, monkeypatch: pytest.MonkeyPatch) -> None:
     """The case a sequence gets wrong: transaction A takes its position first and would
     commit last, while B changes another order and a reader polls in between. B waits for
     A (the revision's lock), so A's change is never behind the reader's cursor."""
@@ -195,10 +196,9 @@ def test_positions_follow_commit_order_when_transactions_overlap(place: Place) -
         a("UPDATE orders SET quantity = 10 WHERE id = 1")  # A takes its position
         writer = threading.Thread(target=lambda: (orders.ship(patient, 2, NOW),
                                                   b_done.set()))
-        writer.start()
-        # A fixed wait: walking the writer thread's frames (sys._current_frames) while it
-        # sits in SQLite's busy handler hung a CI run for minutes (issue 56 keeps this open).
-        time.sleep(0.2)
+        with place.writers_waiting(monkeypatch) as waiting:
+            writer.start()
+            wait_until(waiting, message="B never began to wait for A's lock")
         polled, cursor = _follow(store, cursor)  # the reader, in between
         assert polled == []
         assert not b_done.is_set(), "B committed before A, which took its position first"
@@ -256,7 +256,8 @@ def test_orders_held_before_the_feed_come_first_and_move_on_when_changed(
         store.dispose()
 
 
-def test_transactions_changing_orders_in_opposite_order_never_deadlock(place: Place) -> None:
+def test_transactions_changing_orders_in_opposite_order_never_deadlock(
+        place: Place, monkeypatch: pytest.MonkeyPatch) -> None:
     """A takes its position with order 1, then changes order 2; B changes order 2 in
     between, as a cancel can while an import runs. B must wait for A's position before it
     locks order 2 (on PostgreSQL a row lock held while waiting for the revision would be
@@ -276,8 +277,9 @@ def test_transactions_changing_orders_in_opposite_order_never_deadlock(place: Pl
     with _open_transaction(place) as a:
         a("UPDATE orders SET quantity = 10 WHERE id = 1")
         writer = threading.Thread(target=change_two)
-        writer.start()
-        time.sleep(0.3)  # B waits now (a fixed wait: see the test above)
+        with place.writers_waiting(monkeypatch) as waiting:
+            writer.start()
+            wait_until(waiting, message="B never began to wait for A's position")
         a("UPDATE orders SET quantity = 20 WHERE id = 2")
     writer.join(10)
     patient.dispose()

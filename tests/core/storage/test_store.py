@@ -77,7 +77,7 @@ def test_both_stores_have_the_same_schema_and_migrations(store: Store, place: Pl
                              "pending_totp_secret"],
         "console_users": ["id", "name", "password_hash", "must_change_password",
                           "totp_secret", "totp_last_step", "disabled_at", "created_at",
-                          "last_sign_in_at", "throttle_epoch"],
+                          "last_sign_in_at", "throttle_epoch", "role"],
         "feed_eras": ["first_position", "era"],
         "idempotency_keys": ["api_key_id", "idempotency_key", "fingerprint", "order_id",
                              "order_json", "order_version", "created_at"],

@@ -8,8 +8,9 @@ the service's own Flask app, over the same core rules as the API.
 - inputs.py: what the console takes of a request's text (no NUL, whichever the store);
 - times.py: a moment as a page shows it (a <time> element, UTC until the browser's
   script writes it in the browser's zone);
-- auth.py: signing in (password, then the authenticator's code), the first password
-  change, enrolling, replacing or removing a second factor, signing out;
+- auth.py: signing in (password, then the authenticator's code or a recovery code), the
+  first password change and the second factor offered after it, enrolling, replacing or
+  removing a second factor, its recovery codes, signing out;
 - checks.py: every check of a password or a code, throttled alike, and the password (and
   code) asked again before a secret is given or a second factor changes (D36);
 - board.py: the orders board (v2's filters, sorts and pages), its actions, the CSV export
@@ -17,7 +18,7 @@ the service's own Flask app, over the same core rules as the API.
 - order_page.py: an order's page (its fields, its pet, its story, its actions) and the
   search box that finds one by its id;
 - catalogue.py: the pets and their stock: the list, adding, editing, receiving and
-  writing off stock, withdrawing;
+  writing off stock, withdrawing, restoring a pet withdrawn;
 - api_keys.py: the API keys: the list, making, rotating, revoking, lifting a ban;
 - hooks.py: the webhook endpoints: their state and lag, adding, editing and deleting one,
   deliveries, a test message, enabling, disabling, rotating a secret, replaying;

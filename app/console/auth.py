@@ -1,8 +1,12 @@
 """Signing in and out of the console (D35): the password, then the authenticator's code
-(for a user with a second factor), then a new password in place of a one-time one, then a
-second factor where PETSTORE_CONSOLE_REQUIRE_TOTP asks for one. Each step gives the
-session a new id; signing out ends it in the database, so its cookie opens nothing
-afterwards, on any worker or host.
+(for a user with a second factor; one of its recovery codes stands in for it, D38), then a
+new password in place of a one-time one, then a second factor where
+PETSTORE_CONSOLE_REQUIRE_TOTP asks for one, or, where it does not, the offer of one, which
+the user may skip. Each step gives the session a new id; signing out ends it in the
+database, so its cookie opens nothing afterwards, on any worker or host.
+
+Setting up a first second factor shows its ten recovery codes, once; a new set, replacing
+the old, is made on demand after the password (docs/console.md, "A second factor").
 
 Every password and code checked here is throttled alike (app.console.checks, D36). A second
 factor is enrolled, replaced or removed only with the password, and the current code where
@@ -11,6 +15,7 @@ one is enrolled; its secret is the one the server offered, kept with the session
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import flask
 import segno
@@ -33,7 +38,7 @@ from app.console.blueprint import (
 from app.console.guard import SESSION_COOKIE, STAGE_PAGES, clear_cookie, set_cookie
 from app.core.errors import PasswordRefused, SignInFailed, WrongCode
 from app.core.storage.console_statements import ConsoleSession, ConsoleUser
-from app.core.users import accounts, sessions
+from app.core.users import accounts, recovery, sessions
 
 
 def _throttled(template: str, who: str, epoch: str | None, known: bool,
@@ -52,17 +57,36 @@ def _throttled(template: str, who: str, epoch: str | None, known: bool,
                   **context)
 
 
-def _step(user: ConsoleUser, stage: str,
-          replacing: ConsoleSession | None) -> Page:
-    """A new session at the stage (ending the one it replaces), and its page: the next
-    step's, carrying the page asked for before the sign-in, or, the session open, that
-    page (only a path of the console: blueprint.next_path) or Home."""
+def _opened(user: ConsoleUser, stage: str,
+            replacing: ConsoleSession | None) -> tuple[sessions.Opened, str]:
+    """A new session at the stage (ending the one it replaces), and where it goes on to:
+    the next step's page, carrying the page asked for before the sign-in, or, the session
+    open, that page (only a path of the console: blueprint.next_path) or Home."""
     opened = sessions.open_session(store(), user, stage, time.time(), replacing)
     wanted = asked()
     if stage == sessions.OPEN and wanted is not None:
-        response = flask.redirect(wanted, 303)
-    else:
-        response = flask.redirect(carrying(flask.url_for(STAGE_PAGES[stage]), wanted), 303)
+        return opened, wanted
+    return opened, carrying(flask.url_for(STAGE_PAGES[stage]), wanted)
+
+
+def _step(user: ConsoleUser, stage: str,
+          replacing: ConsoleSession | None) -> Page:
+    """A new session at the stage (ending the one it replaces), and a redirect to where it
+    goes on to (_opened)."""
+    opened, onward = _opened(user, stage, replacing)
+    response = flask.redirect(onward, 303)
+    set_cookie(response, SESSION_COOKIE, opened.session_id)
+    return response
+
+
+def _step_showing(user: ConsoleUser, stage: str, replacing: ConsoleSession | None,
+                  template: str, **context: Any) -> Page:
+    """A new session at the stage, as _step, answered with a page to read first (recovery
+    codes shown once, how many are left), whose link goes on where _step would have gone.
+    The page is the new session's: its forms carry the new session's token."""
+    opened, onward = _opened(user, stage, replacing)
+    flask.g.console_session, flask.g.console_user = opened.session, user
+    response = render(template, onward=onward, **context)
     set_cookie(response, SESSION_COOKIE, opened.session_id)
     return response
 
@@ -112,7 +136,9 @@ def sign_in_post() -> Page:
 @console.route("/sign-in/code", methods=["GET", "POST"])
 @needs(STAFF, sessions.CODE)
 def code() -> Page:
-    """The code of the user's authenticator (TOTP), the second step of signing in."""
+    """The code of the user's authenticator (TOTP), the second step of signing in; or one
+    of the user's recovery codes in its place (D38), spent, after which a page says how
+    many are left."""
     session, user = visitor()
     assert session is not None and user is not None
     if flask.request.method == "GET":
@@ -121,12 +147,15 @@ def code() -> Page:
     if refused is not None:
         return refused
     try:
-        accounts.check_code(store(), user, flask.request.form.get("code", ""), address())
+        left = recovery.check(store(), user, flask.request.form.get("code", ""), address())
     except WrongCode as exc:
         checks.failed(user.name, user.throttle_epoch)
         return render("code.html", error=exc.message)
     require = state().services.settings.console_require_totp
-    return _step(user, sessions.stage_for(user, require, code_given=True), session)
+    stage = sessions.stage_for(user, require, code_given=True)
+    if left is None:
+        return _step(user, stage, session)
+    return _step_showing(user, stage, session, "recovery_used.html", left=left)
 
 
 @console.route("/account/password", methods=["GET", "POST"])
@@ -160,9 +189,12 @@ def password() -> Page:
             error = exc.message
     if error is not None:
         return render("password.html", first=first, error=error)
-    # Every session of the user ended with the change (this one too): a new one.
+    # Every session of the user ended with the change (this one too): a new one. A
+    # one-time password just changed is a new user's first sign-in (or one whose password
+    # the server reset): the console offers a second factor, unless it requires one.
     require = state().services.settings.console_require_totp
-    return _step(changed, sessions.stage_for(changed, require, code_given=True), None)
+    return _step(changed, sessions.stage_for(changed, require, code_given=True,
+                                             offer_totp=first), None)
 
 
 def _offered(session: ConsoleSession) -> str:
@@ -184,16 +216,19 @@ def _second_factor_page(session: ConsoleSession, user: ConsoleUser, status: int 
     return render("second_factor.html", status, headers, secret=secret, uri=uri, error=error,
                   qr=segno.make(uri, error="m").svg_inline(scale=4, dark="#111"),
                   required=session.stage == sessions.ENROL,
+                  offered=session.stage == sessions.OFFER,
+                  codes_left=recovery.left(store(), user) if user.totp_secret else None,
                   removable=not state().services.settings.console_require_totp)
 
 
 @console.route("/account/second-factor", methods=["GET", "POST"])
-@needs(STAFF, sessions.ENROL, sessions.OPEN)
+@needs(STAFF, sessions.ENROL, sessions.OFFER, sessions.OPEN)
 def second_factor() -> Page:
     """Enrol an authenticator (TOTP), or replace the one enrolled: the server's secret as
     a QR code and as text, then the password (and the current code, where one is
     enrolled) and one of the new authenticator's codes, to prove that it holds the
-    secret."""
+    secret. A first one is answered with its ten recovery codes, shown this once (D38); a
+    replacement keeps the codes there are."""
     session, user = visitor()
     assert session is not None and user is not None
     if flask.request.method == "GET":
@@ -207,7 +242,44 @@ def second_factor() -> Page:
                                        flask.request.form.get("code", ""), address())
     except WrongCode as exc:
         return _second_factor_page(session, user, error=exc.message)
-    return _step(enrolled, sessions.OPEN, session)
+    if user.totp_secret is not None:
+        return _step(enrolled, sessions.OPEN, session)
+    codes = recovery.replace(store(), enrolled, address(), "second factor enrolled")
+    return _step_showing(enrolled, sessions.OPEN, session, "recovery_codes.html",
+                         codes=codes, replaced=False)
+
+
+@console.route("/account/second-factor/skip", methods=["POST"])
+@needs(STAFF, sessions.OFFER)
+def skip_second_factor() -> Page:
+    """Decline the second factor offered after the first password change: the console
+    opens with the password alone (Second factor in the menu sets one up later)."""
+    session, user = visitor()
+    assert session is not None and user is not None
+    accounts.record(store(), user.name, address(), "second factor skipped", "")
+    return _step(user, sessions.OPEN, session)
+
+
+@console.route("/account/recovery-codes", methods=["POST"])
+@needs(STAFF)
+def new_recovery_codes() -> Page:
+    """Ten new recovery codes in place of the user's old ones (D38), after the password,
+    shown this once; only for a user with a second factor, whose codes they are."""
+    session, user = visitor()
+    assert session is not None and user is not None
+    if user.totp_secret is None:
+        accounts.record(store(), user.name, address(), "recovery codes refused",
+                        "no second factor")
+        return _second_factor_page(session, user, 409, "Recovery codes stand in for an "
+                                   "authenticator's code: set up a second factor first, and "
+                                   "its codes are shown then.")
+    refused = checks.reauthenticate(user, "new recovery codes")
+    if refused is not None:
+        return _second_factor_page(session, user, refused.status, refused.message,
+                                   refused.headers)
+    codes = recovery.replace(store(), user, address(), "asked for")
+    return render("recovery_codes.html", codes=codes, replaced=True,
+                  onward=flask.url_for("console.second_factor"))
 
 
 @console.route("/account/second-factor/remove", methods=["POST"])

@@ -1,7 +1,7 @@
 """The catalogue and its stock (D32-D34): the pets with their stock, reserved, available and
 status, filtered and paged as listPets is (app.core.pets.page: the API's own cursors);
 adding a pet, editing one at the version its page showed (D25), receiving stock or writing
-it off by a delta with a reason, withdrawing one.
+it off by a delta with a reason, withdrawing one and restoring one withdrawn.
 
 Every action is the core's rule (app.core.pets), the API's and the CLI's: its refusals
 (stock_below_reserved, stock_not_tracked, a pet changed meanwhile, ...) are the core's
@@ -41,6 +41,7 @@ from app.core.errors import (
     IdempotencyKeyReused,
     InvalidParameter,
     PetNotFound,
+    PetNotWithdrawn,
     PetstoreError,
     PreconditionFailed,
     StockBelowReserved,
@@ -55,7 +56,8 @@ LABELS = {"name": "Name", "category": "Category", "tags": "Tags", "tag": "Tag",
           "reason": "Reason", "status": "Status", "direction": "What to do", "body": "The form"}
 DIRECTIONS = ("receive", "write-off")  # the stock form's choices
 # The refusals shown on the form that was sent (a 409: the pet's state refused it).
-CONFLICTS = (StockBelowReserved, StockNotTracked, IdempotencyKeyReused, IdempotencyKeyInUse)
+CONFLICTS = (StockBelowReserved, StockNotTracked, IdempotencyKeyReused, IdempotencyKeyInUse,
+             PetNotWithdrawn)
 
 
 def _sentence(exc: PetstoreError) -> str:
@@ -140,7 +142,8 @@ def _notice() -> tuple[str, str] | None:
             "replayed": f"That form had been applied already to pet {number}; it was not "
                         "applied again.",
             "withdrawn": f"Pet {number} is withdrawn from the catalogue; it takes no new "
-                         "order."}
+                         "order.",
+            "restored": f"Pet {number} is back in the catalogue; it takes orders again."}
     return notice(done)
 
 
@@ -297,3 +300,19 @@ def withdraw_pet(pet_id: str) -> Page:
         return _refused(number, "withdraw pet", exc)
     _record("pet withdrawn", f"pet {number}")
     return _done(number, "withdrawn")
+
+
+@console.route("/pets/<pet_id>/restore", methods=["POST"])
+@needs(STAFF)
+def restore_pet(pet_id: str) -> Page:
+    """Bring a withdrawn pet back into the catalogue, its stock and what its pending orders
+    hold as they are now (app.core.pets.restore). No confirmation page: it takes nothing
+    away, and withdrawing undoes it. A pet not withdrawn is refused (409), nothing
+    changed."""
+    number = path_id(pet_id)
+    try:
+        pets.restore(store(), number)
+    except PetstoreError as exc:
+        return _refused(number, "restore pet", exc)
+    _record("pet restored", f"pet {number}")
+    return _done(number, "restored")

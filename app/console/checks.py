@@ -1,8 +1,9 @@
 """Every check of a password or a code in the console, throttled alike (D36): the sign-in's
-password and code, the password page's current password, and the password (and current
-code) asked again before a key is made or rotated or a second factor changes. Each asks
-the throttle first, and a refusal there is a 429 with Retry-After, whatever the password;
-each failure is counted against the name from this address, and the name alone
+password and code (or recovery code, D38), the password page's current password, and the
+password (and current code, or a recovery code in its place) asked again before a key is
+made or rotated or a second factor or its recovery codes change. Each asks the throttle
+first, and a refusal there is a 429 with Retry-After, whatever the password; each failure
+is counted against the name from this address, and the name alone
 (app.core.users.throttle), under the user's throttle epoch, which `petstore users unlock`
 renews."""
 
@@ -13,9 +14,9 @@ from dataclasses import dataclass, field
 import flask
 
 from app.console.blueprint import address, state, store
-from app.core.errors import SignInFailed, WrongCode
+from app.core.errors import SignInFailed, WrongCode, WrongRecoveryCode
 from app.core.storage.console_statements import ConsoleUser
-from app.core.users import accounts
+from app.core.users import accounts, recovery
 
 
 @dataclass(frozen=True)
@@ -57,14 +58,15 @@ def reauthenticate(user: ConsoleUser, purpose: str, with_code: bool = False) -> 
     try:
         accounts.confirm_password(store(), user, form.get("password", ""), address(),
                                   purpose)
-        if with_code and user.totp_secret is not None:
-            accounts.confirm_code(store(), user, form.get("current_code", ""), address(),
-                                  purpose)
+        if with_code and user.totp_secret is not None:  # a recovery code stands in (D38)
+            recovery.check(store(), user, form.get("current_code", ""), address(), purpose)
     except SignInFailed:
         failed(user.name, user.throttle_epoch)
         return Refusal(403, "That is not your password; nothing was done.")
-    except WrongCode:
+    except WrongCode as exc:
         failed(user.name, user.throttle_epoch)
-        return Refusal(403, "That is not the current code of your authenticator; nothing "
+        return Refusal(403, "That is not one of your recovery codes, or it was used "
+                            "already; nothing was done." if isinstance(exc, WrongRecoveryCode)
+                       else "That is not the current code of your authenticator; nothing "
                             "was done.")
     return None

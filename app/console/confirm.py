@@ -122,7 +122,7 @@ def confirm_withdraw(pet_id: str) -> Page:
          ("Stock", pet.get("stock", "not tracked"))],
         "The pet leaves the catalogue: it takes no new order, and the API lists it as "
         "withdrawn. It stays in the store, since orders name it, and its pending orders can "
-        "still ship or be cancelled.",
+        "still ship or be cancelled. Its page here can restore it later.",
         flask.url_for("console.withdraw_pet", pet_id=number), "Withdraw the pet",
         flask.url_for("console.pet_page", pet_id=number), "Keep it in the catalogue",
         refused=f"Pet {number} is withdrawn already." if pet["status"] == "withdrawn"

@@ -13,7 +13,8 @@
 5. the stage: a page opens only at the stages it names (blueprint.needs); a visitor
    without a session goes to the sign-in page (carrying the page asked for, which opens
    once the sign-in is done: blueprint.next_path), one who still owes a new password, a code
-   or a second factor goes to that page;
+   or a second factor (required, or offered and not yet set up or skipped) goes to
+   that page;
 6. the role: a page declared for owners (blueprint.needs(OWNER), or declaring nothing)
    refuses staff with a 403 page that says why, in the audit log, and nothing changes
    (D38).
@@ -182,7 +183,8 @@ console.before_request(guard)
 
 # Where a session that still owes something goes.
 STAGE_PAGES = {sessions.CODE: "console.code", sessions.CHANGE: "console.password",
-               sessions.ENROL: "console.second_factor", sessions.OPEN: "console.home"}
+               sessions.ENROL: "console.second_factor",
+               sessions.OFFER: "console.second_factor", sessions.OPEN: "console.home"}
 
 
 def keep_form_cookie(response: Page) -> Page:

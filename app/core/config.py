@@ -219,7 +219,8 @@ SETTINGS: tuple[Setting, ...] = (
         "CONSOLE_REQUIRE_TOTP",
         "false",
         "Every console user must enrol a second factor (an authenticator's codes, TOTP) "
-        "before the console opens.",
+        "before any page of the console opens; when false, one is offered after the "
+        "first password change, and may be skipped.",
         read.boolean,
     ),
     Setting(

@@ -125,6 +125,16 @@ class PetWithdrawn(PetstoreError):
         self.pet_id = pet_id
 
 
+class PetNotWithdrawn(PetstoreError):
+    """A restore names a pet that is in the catalogue: there is nothing to bring back. The
+    console's alone; the API has no restore (docs/console.md, "Pets and their stock")."""
+
+    def __init__(self, pet_id: int) -> None:
+        super().__init__(f"Pet {pet_id} is in the catalogue, not withdrawn: there is "
+                         "nothing to restore.")
+        self.pet_id = pet_id
+
+
 class StockNotTracked(PetstoreError):
     """An adjustment of the stock of a pet whose stock is not tracked (D32): set one with
     an update first."""
@@ -302,9 +312,18 @@ class SignInFailed(PetstoreError):
 
 
 class WrongCode(PetstoreError):
+    def __init__(self, message: str = "That code is not the current one of your "
+                 "authenticator (or it was used already); try the next one.") -> None:
+        super().__init__(message)
+
+
+class WrongRecoveryCode(WrongCode):
+    """A recovery code that is none of the user's unspent ones (D38): one message for a
+    spent code and a wrong one alike."""
+
     def __init__(self) -> None:
-        super().__init__("That code is not the current one of your authenticator (or it "
-                         "was used already); try the next one.")
+        super().__init__("That is not one of your recovery codes, or it was used already; "
+                         "each works once.")
 
 
 class SignInThrottled(PetstoreError):

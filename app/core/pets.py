@@ -6,7 +6,8 @@ either not tracked (absent: orders are never refused for it) or a number of unit
 which pending orders hold `reserved`; `available` is what is left to order. Its status is
 derived, never set, so that it cannot disagree with the orders:
 
-    withdrawn                          -> withdrawn (takes no new order)
+    withdrawn                          -> withdrawn (takes no new order; the console
+                                          can restore it, and the rows below apply again)
     stock not tracked                  -> available
     available > 0                      -> available
     available = 0, reserved > 0        -> pending   (none left; some held by pending orders)
@@ -32,7 +33,12 @@ from urllib.parse import urlsplit
 import orjson
 
 from app.core import names, paging
-from app.core.errors import IdempotencyKeyInUse, InvalidParameter, PetNotFound
+from app.core.errors import (
+    IdempotencyKeyInUse,
+    InvalidParameter,
+    PetNotFound,
+    PetNotWithdrawn,
+)
 from app.core.orders import INT64_MAX, InvalidOrder, fingerprint, utc_now
 from app.core.problems import BODY
 from app.core.storage import Store
@@ -299,6 +305,17 @@ def withdraw(store: Store, pet_id: int) -> None:
     changes. Raises PetNotFound."""
     if not store.withdraw_pet(pet_id):
         raise PetNotFound(pet_id)
+
+
+def restore(store: Store, pet_id: int) -> None:
+    """Bring a withdrawn pet back into the catalogue: it takes new orders again, and its
+    stock and the units its pending orders hold are as they are now (kept, and moved by
+    its orders and adjustments, while it was withdrawn), so that its available units and
+    status follow from them again, and the inventory counts it as available (D32, D34).
+    The console's rule alone: the API has no restore, and its released documents are as
+    they were. Raises PetNotFound, and PetNotWithdrawn for a pet in the catalogue."""
+    if not store.restore_pet(pet_id):
+        raise PetNotWithdrawn(pet_id)
 
 
 # the list ---------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import pytest
 from app.core.config import Settings
 from app.core.errors import SignInFailed
 from app.core.storage import open_store
-from app.core.users import accounts, sessions
+from app.core.users import accounts, recovery, sessions
 from app.core.users.throttle import SignInThrottle
 from tests.cli.test_cli import run
 
@@ -119,8 +119,10 @@ def test_a_reset_gives_a_new_one_time_password_and_ends_sessions(db: Path) -> No
     store.update_console_user(ann.id, {"totp_secret": "A" * 32})
     run(db, "users", "reset-password", "ann")
     assert store.console_user("ann").totp_secret == "A" * 32  # type: ignore[union-attr]
+    recovery.replace(store, ann, None, "second factor enrolled")
     lost = run(db, "users", "reset-password", "ann", "--second-factor")
     assert lost.exit_code == 0 and store.console_user("ann").totp_secret is None  # type: ignore[union-attr]
+    assert store.recovery_codes_left(ann.id) == 0  # its recovery codes go with it (D38)
 
 
 def test_unlock_lifts_the_locks_of_a_name_and_says_what_they_were(db: Path) -> None:

@@ -1,6 +1,6 @@
 """The catalogue and its stock in the console (D32-D35), as a signed-in visitor sees them:
 the list filtered and paged as listPets is, adding (once for the form's key), editing at
-the version the page showed, receiving and writing off stock, withdrawing; the core's
+the version the page showed, receiving and writing off stock, withdrawing and restoring; the core's
 refusals as sentences, nothing changed by a refused form, each action in the audit log, and
 text anyone can put in shown as text."""
 
@@ -240,6 +240,53 @@ def test_a_withdrawn_pet_takes_no_new_order_and_stays(signed_in: Visitor,
         "stock": "5", "reserved": "2", "available": "0"}
     assert _audit(store, 1) == [("owner", "pet withdrawn", "pet 10")]
     assert signed_in.get("/console/pets/99").status_code == 404
+
+
+def test_a_withdrawn_pet_is_restored_from_its_page(signed_in: Visitor, store: Store) -> None:
+    store.import_pets(CATALOGUE)
+    pets.withdraw(store, 10)
+    store.adjust_stock(10, 2, 1, "k", "fp", "2026-11-28T10:00:00Z")  # received meanwhile
+    page = signed_in.get("/console/pets/10").text
+    assert 'id="restore"' in page and 'action="/console/pets/10/restore"' in page
+    assert 'id="withdraw"' not in page
+    version = store.pet_version(10)
+    restored = signed_in.post("/console/pets/10/restore")
+    assert restored.headers["location"] == "/console/pets/10?done=restored&pet=10"
+    page = signed_in.follow(restored).text
+    assert "Pet 10 is back in the catalogue; it takes orders again." in page
+    # Its stock as it is now, what pending order 1 holds, and what is left to order.
+    assert _figures(page) == {"status": "available", "stock": "7", "reserved": "2",
+                              "available": "5"}
+    assert 'id="withdraw"' in page and 'id="restore"' not in page
+    assert store.pet_version(10) > version  # type: ignore[operator]
+    assert store.inventory() == store.inventory_counted()
+    assert _audit(store, 1) == [("owner", "pet restored", "pet 10")]
+    assert 10 in _row_ids(signed_in.get("/console/pets").text)  # listed again
+
+
+def test_a_restore_of_a_pet_not_withdrawn_or_unknown_is_refused(signed_in: Visitor,
+                                                                store: Store) -> None:
+    store.import_pets(CATALOGUE)
+    signed_in.get("/console/pets/20")
+    version = store.pet_version(20)
+    refused = signed_in.post("/console/pets/20/restore")
+    assert refused.status_code == 409
+    assert ("Pet 20 is in the catalogue, not withdrawn: there is nothing to restore."
+            in refused.text)
+    assert _figures(refused.text)["status"] == "available"
+    assert store.pet_version(20) == version
+    assert _audit(store, 1) == [("owner", "restore pet refused", "pet 20: Pet 20 is in the "
+                                 "catalogue, not withdrawn: there is nothing to restore.")]
+    for path in ("/console/pets/99/restore", "/console/pets/abc/restore",
+                 "/console/pets/0/restore", "/console/pets/9223372036854775808/restore"):
+        assert signed_in.post(path).status_code == 404, path
+    # Without the page's token, or from another site: nothing, even for a withdrawn pet.
+    pets.withdraw(store, 30)
+    assert signed_in.post("/console/pets/30/restore", token="forged").status_code == 403
+    assert signed_in.post("/console/pets/30/restore",
+                          headers={"Sec-Fetch-Site": "cross-site"}).status_code == 403
+    assert store.get_versioned_pet(30)[0]["status"] == "withdrawn"  # type: ignore[index]
+    assert signed_in.get("/console/pets/30/restore").status_code == 404  # only a POST acts
 
 
 def test_a_pets_text_is_shown_as_text(signed_in: Visitor, store: Store) -> None:

@@ -33,14 +33,35 @@ def _other(code: str) -> str:
     return "000000" if code != "000000" else "111111"
 
 
-def _enrol(visitor: Visitor) -> str:
-    """Enrol the secret the page offers; its secret."""
+def codes_shown(page: str) -> list[str]:
+    """The recovery codes a page shows."""
+    return re.findall(r"<li><code>([a-z2-7]{4}(?:-[a-z2-7]{4}){5})</code></li>", page)
+
+
+def onward(page: str) -> str:
+    """Where the link of a page to read before going on leads."""
+    found = re.search(r'<a class="button" href="([^"]+)">(?:I have kept them; go on|Go on)<',
+                      page)
+    assert found, "the page has no link onward"
+    return found.group(1).replace("&amp;", "&")
+
+
+def enrol(visitor: Visitor) -> tuple[str, list[str]]:
+    """Enrol the secret the page offers, a first second factor; its secret and the
+    recovery codes the answer shows."""
     visitor.get(PAGE)
     secret = _offered(visitor.page)
     enrolled = visitor.post(PAGE, {"password": GOOD, "code": pyotp.TOTP(secret).now()})
-    assert enrolled.status_code == 303, enrolled.text[:500]
-    visitor.follow(enrolled)
-    return secret
+    assert enrolled.status_code == 200, enrolled.text[:500]
+    codes = codes_shown(enrolled.text)
+    assert len(codes) == 10
+    visitor.get(onward(enrolled.text))
+    return secret, codes
+
+
+def _enrol(visitor: Visitor) -> str:
+    """Enrol the secret the page offers; its secret."""
+    return enrol(visitor)[0]
 
 
 def _actions(store: Store, count: int) -> list[tuple[str | None, str, str]]:
@@ -65,9 +86,12 @@ def test_the_second_factor_is_enrolled_then_asked_at_each_sign_in(
     assert _actions(store, 1) == [("owner", "second factor refused",
                                    "wrong code of the new authenticator")]
     enrolled = signed_in.post(PAGE, {"password": GOOD, "code": pyotp.TOTP(secret).now()})
-    assert enrolled.headers["location"] == "/console/"
-    assert _actions(store, 1) == [("owner", "second factor enrolled", "")]
-    signed_in.follow(enrolled)
+    # Answered with its recovery codes (test_recovery_codes.py), then on Home.
+    assert enrolled.status_code == 200 and len(codes_shown(enrolled.text)) == 10
+    assert onward(enrolled.text) == "/console/"
+    assert _actions(store, 2) == [("owner", "recovery codes made", "second factor enrolled"),
+                                  ("owner", "second factor enrolled", "")]
+    signed_in.get(onward(enrolled.text))
     signed_in.follow(signed_in.post("/console/sign-out"))
     # The page asked for signed out opens after the code (docs/console.md).
     signed_in.follow(signed_in.get("/console/pets?status=sold"))
@@ -153,8 +177,8 @@ def test_a_required_second_factor_is_not_removed(console_settings: Settings, sto
         visitor = Visitor(c)
         visitor.follow(visitor.sign_in(owner, GOOD))
         secret = _offered(visitor.page)
-        visitor.follow(visitor.post(PAGE, {"password": GOOD,
-                                           "code": pyotp.TOTP(secret).now()}))
+        enrolled = visitor.post(PAGE, {"password": GOOD, "code": pyotp.TOTP(secret).now()})
+        visitor.get(onward(enrolled.text))
         visitor.get(PAGE)
         assert "/remove" not in visitor.page
         refused = visitor.post(REMOVE, {"password": GOOD, "current_code":

@@ -62,10 +62,15 @@ def test_the_first_sign_in_changes_the_one_time_password(visitor: Visitor,
     _assert_page(refused, 200, "list of common passwords")
     changed = visitor.post("/console/account/password", {
         "current": one_time, "new": GOOD, "repeat": GOOD})
-    assert changed.headers["location"] == "/console/"
-    _assert_page(visitor.follow(changed), 200, "Pending orders")
-    assert [e.action for e in store.audit_entries(4)] == [
-        "password changed", "new password refused", "signed in (password)", "user added"]
+    # Then a second factor is offered (test_first_second_factor.py), here skipped.
+    assert changed.headers["location"] == "/console/account/second-factor"
+    _assert_page(visitor.follow(changed), 200, "You may skip this")
+    skipped = visitor.post("/console/account/second-factor/skip")
+    assert skipped.headers["location"] == "/console/"
+    _assert_page(visitor.follow(skipped), 200, "Pending orders")
+    assert [e.action for e in store.audit_entries(5)] == [
+        "second factor skipped", "password changed", "new password refused",
+        "signed in (password)", "user added"]
 
 
 NEXT = re.compile(r'name="next" value="([^"]*)"')
@@ -91,8 +96,12 @@ def test_after_the_first_sign_in_the_page_asked_for_opens(visitor: Visitor,
     visitor.follow(signed)
     changed = visitor.post("/console/account/password", {
         "current": one_time, "new": GOOD, "repeat": GOOD, **_carried(visitor)})
-    assert changed.headers["location"] == "/console/orders?status=pending"
-    _assert_page(visitor.follow(changed), 200, 'value="pending" checked')
+    assert changed.headers["location"] == (
+        "/console/account/second-factor?next=/console/orders%3Fstatus%3Dpending")
+    visitor.follow(changed)  # the second factor offered, with the page asked for
+    skipped = visitor.post("/console/account/second-factor/skip", _carried(visitor))
+    assert skipped.headers["location"] == "/console/orders?status=pending"
+    _assert_page(visitor.follow(skipped), 200, 'value="pending" checked')
     # Home asks for nothing more than Home.
     visitor.follow(visitor.post("/console/sign-out"))
     assert visitor.get("/console/").headers["location"] == "/console/sign-in"

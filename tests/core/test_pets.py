@@ -19,6 +19,7 @@ from app.core.errors import (
     InvalidParameter,
     OutOfStock,
     PetNotFound,
+    PetNotWithdrawn,
     PetWithdrawn,
 )
 from app.core.storage import Store, open_store
@@ -147,10 +148,24 @@ def test_getting_and_withdrawing(store: Store) -> None:
     assert pets.get_versioned(store, 1)[0]["status"] == "withdrawn"
     with pytest.raises(PetWithdrawn):
         orders.Placing().place(store, {"petId": 1, "quantity": 1}, 1, "o")
-    for call in (pets.get_versioned, pets.get_json, pets.withdraw):
+    for call in (pets.get_versioned, pets.get_json, pets.withdraw, pets.restore):
         with pytest.raises(PetNotFound):
             call(store, 9)
     assert pets.version(store, 9) is None
+
+
+def test_restoring_takes_back_only_a_withdrawn_pet(store: Store) -> None:
+    pets.add(store, {"name": "Rex", "stock": 3}, 1, "k")
+    with pytest.raises(PetNotWithdrawn) as refused:
+        pets.restore(store, 1)
+    assert refused.value.message == ("Pet 1 is in the catalogue, not withdrawn: there is "
+                                     "nothing to restore.")
+    pets.withdraw(store, 1)
+    pets.restore(store, 1)
+    assert pets.get_versioned(store, 1)[0]["status"] == "available"
+    orders.Placing().place(store, {"petId": 1, "quantity": 3}, 1, "o")
+    with pytest.raises(PetNotWithdrawn):  # again: refused, the pet as it is
+        pets.restore(store, 1)
 
 
 def test_placing_through_the_rule_refuses_out_of_stock(store: Store) -> None:

@@ -2,10 +2,12 @@
 (zxcvbn's score, the user's and the shop's names), argon2id, one-time passwords, signing in
 alike for every failure and audited under a known name, sessions and their timeouts, the
 synchronizer token, TOTP codes used once, the second factor changed only with the current
-code, the sign-in throttle by name and address with addresses as counted, and unlocking."""
+code, recovery codes (D38) kept as digests and spent once, the sign-in throttle by name and
+address with addresses as counted, and unlocking."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 
 import pyotp
@@ -21,9 +23,10 @@ from app.core.errors import (
     UserNotFound,
     UserRefused,
     WrongCode,
+    WrongRecoveryCode,
 )
 from app.core.storage import Store
-from app.core.users import accounts, passwords, sessions
+from app.core.users import accounts, passwords, recovery, sessions
 from app.core.users.throttle import SignInThrottle, counted_address
 
 GOOD = "correct horse battery staple 42"
@@ -260,10 +263,16 @@ def test_what_a_user_still_owes_after_the_password(store: Store) -> None:
     assert done is not None
     assert sessions.stage_for(done, require_totp=False) == sessions.OPEN
     assert sessions.stage_for(done, require_totp=True) == sessions.ENROL
+    # Once the one-time password is changed, a second factor is offered; required, it is
+    # owed, and offered or not, a user who has one owes nothing more.
+    assert sessions.stage_for(done, require_totp=False, offer_totp=True) == sessions.OFFER
+    assert sessions.stage_for(done, require_totp=True, offer_totp=True) == sessions.ENROL
     with_code = store.update_console_user(user.id, {"totp_secret": pyotp.random_base32(32)})
     assert with_code is not None
     assert sessions.stage_for(with_code, require_totp=True) == sessions.CODE
     assert sessions.stage_for(with_code, require_totp=True, code_given=True) == sessions.OPEN
+    assert sessions.stage_for(with_code, require_totp=False, code_given=True,
+                              offer_totp=True) == sessions.OPEN
 
 
 def test_a_totp_code_is_accepted_once_and_only_near_its_time(store: Store) -> None:
@@ -392,6 +401,69 @@ def test_a_second_factor_changes_only_with_the_current_code_and_is_audited(
         ("second factor removed", ""), ("second factor replaced", ""),
         ("code confirmation failed", "second factor"), ("second factor enrolled", ""),
         ("second factor refused", "wrong code of the new authenticator")]
+
+
+def test_recovery_codes_are_random_kept_as_digests_and_read_however_typed() -> None:
+    made = [recovery._new_code() for _ in range(50)]
+    assert len(set(made)) == 50
+    for code in made:
+        groups = code.split("-")
+        assert [len(group) for group in groups] == [4] * 6 and code == code.lower()
+        plain = "".join(groups)
+        assert recovery.digest(code) == hashlib.sha256(plain.encode()).hexdigest()
+        # Typed in capitals, spaced, or run together: the same code.
+        assert recovery.digest(code.upper().replace("-", " ")) == recovery.digest(plain)
+        assert recovery.is_recovery_code(code)
+    for other in ("", "123456", "123 456", "abc", made[0][:-1], made[0] + "a", "0" * 24,
+                  "é" * 24):
+        assert recovery.digest(other) is None, other
+    assert not recovery.is_recovery_code("123 456") and not recovery.is_recovery_code(" ")
+
+
+def test_a_recovery_code_stands_in_for_the_authenticator_once(store: Store) -> None:
+    user, _ = accounts.add(store, "ann")
+    now = 1_800_000_000.0
+    secret = accounts.new_totp_secret()
+    enrolled = accounts.enrol_totp(store, user, secret, pyotp.TOTP(secret).at(now), None, now)
+    codes = recovery.replace(store, enrolled, "192.0.2.1", "second factor enrolled")
+    assert len(codes) == recovery.COUNT == recovery.left(store, enrolled) == 10
+    assert recovery.check(store, enrolled, codes[3].upper(), "192.0.2.1") == 9
+    with pytest.raises(WrongRecoveryCode):  # spent
+        recovery.check(store, enrolled, codes[3], "192.0.2.1")
+    with pytest.raises(WrongRecoveryCode):  # never one
+        recovery.check(store, enrolled, recovery._new_code(), "192.0.2.1")
+    with pytest.raises(WrongCode):  # digits are the authenticator's code, not a recovery one
+        recovery.check(store, enrolled, "123456", "192.0.2.1")
+    # Asked again before a change, one stands in for the current code too.
+    assert recovery.check(store, enrolled, codes[4], None, "second factor") == 8
+    assert [(e.address, e.action, e.detail) for e in store.audit_entries(6)] == [
+        (None, "recovery code used", "second factor: 8 left"),
+        ("192.0.2.1", "sign-in failed", "wrong code"),
+        ("192.0.2.1", "sign-in failed", "wrong recovery code"),
+        ("192.0.2.1", "sign-in failed", "spent recovery code"),
+        ("192.0.2.1", "signed in (recovery code)", "9 left"),
+        ("192.0.2.1", "recovery codes made", "second factor enrolled")]
+    # A new set replaces the old whole; removing the second factor forgets it.
+    fresh = recovery.replace(store, enrolled, None, "asked for")
+    with pytest.raises(WrongRecoveryCode):
+        recovery.check(store, enrolled, codes[0], None)
+    assert recovery.check(store, enrolled, fresh[0], None) == 9
+    removed = accounts.remove_totp(store, enrolled, None)
+    assert recovery.left(store, removed) == 0
+    with pytest.raises(WrongRecoveryCode):  # and no code opens a user without one
+        recovery.check(store, removed, fresh[1], None)
+
+
+def test_the_server_s_reset_of_a_second_factor_forgets_its_recovery_codes(
+        store: Store) -> None:
+    user, _ = accounts.add(store, "ann")
+    enrolled = store.update_console_user(user.id, {"totp_secret": accounts.new_totp_secret()})
+    assert enrolled is not None
+    recovery.replace(store, enrolled, None, "second factor enrolled")
+    accounts.reset_password(store, "ann")
+    assert recovery.left(store, enrolled) == 10  # a password reset alone keeps them
+    accounts.reset_password(store, "ann", second_factor=True)
+    assert recovery.left(store, enrolled) == 0
 
 
 def _not(code: str) -> str:

@@ -209,6 +209,12 @@ class Store(ConsoleStore, DaysStore, Protocol):
         """Mark the pet withdrawn (again: nothing changes); whether there is such a pet."""
         ...
 
+    def restore_pet(self, pet_id: int) -> bool:
+        """Bring a withdrawn pet back into the catalogue, its stock and reservation as they
+        are; whether it was withdrawn (one that was not is left as it is). Raises
+        PetNotFound."""
+        ...
+
     def inventory(self) -> dict[str, int]:
         """The inventory's figures as the store keeps them (D34), in one statement."""
         ...

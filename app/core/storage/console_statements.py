@@ -84,6 +84,17 @@ ORDER_STORY_SCHEMA = (
     "CREATE INDEX idx_console_audit_detail ON console_audit (detail, id)",
     "CREATE INDEX idx_idempotency_keys_order_id ON idempotency_keys (order_id)",
 )
+# D38 (migration 17): each user's recovery codes, ten at a time, which stand in for the
+# authenticator's code when it is lost; kept as SHA-256 digests (why that digest:
+# app/core/users/recovery.py), each spent once (used_at) and all replaced by a new set.
+CONSOLE_RECOVERY_SCHEMA = (
+    "CREATE TABLE console_recovery_codes ("
+    " user_id BIGINT NOT NULL REFERENCES console_users (id),"
+    " digest TEXT NOT NULL,"
+    " created_at TEXT NOT NULL,"
+    " used_at TEXT,"
+    " PRIMARY KEY (user_id, digest))",
+)
 USER_COLUMNS = ("id, name, password_hash, must_change_password, totp_secret, totp_last_step, "
                 "disabled_at, created_at, last_sign_in_at, throttle_epoch, role")
 SESSION_COLUMNS = "digest, user_id, token, stage, created_at, seen_at, pending_totp_secret"
@@ -165,6 +176,16 @@ class OrderRecord:
     placed_by_key: int | None
 
 
+@dataclass(frozen=True)
+class RecoveryUse:
+    """A recovery code offered (D38): whether it was spent now; if not, whether it had been
+    spent before (else it was never one of the user's); and how many the user has left."""
+
+    spent: bool
+    spent_before: bool
+    left: int
+
+
 def user_of(row: Sequence[Any]) -> ConsoleUser:
     values = list(row)
     values[3] = bool(values[3])
@@ -211,6 +232,20 @@ class ConsoleStore(Protocol):
     def use_totp_step(self, user_id: int, step: int) -> bool:
         """Record a TOTP time step as used, if it is later than the last one used (a code
         is good once, RFC 6238 section 5.2); whether it was."""
+        ...
+
+    def replace_recovery_codes(self, user_id: int, digests: Sequence[str], now: str) -> None:
+        """Forget every recovery code of the user and keep these digests in their place,
+        in one transaction (none: the user has none left)."""
+        ...
+
+    def use_recovery_code(self, user_id: int, digest: str, now: str) -> RecoveryUse:
+        """Spend the user's recovery code of this digest, if it is one not spent yet;
+        what happened, and how many the user has left."""
+        ...
+
+    def recovery_codes_left(self, user_id: int) -> int:
+        """How many recovery codes the user has not spent."""
         ...
 
     def create_console_session(self, session: ConsoleSession,
@@ -386,6 +421,43 @@ class ConsoleStatements:
             f"UPDATE console_users SET totp_last_step = {p} WHERE id = {p} "
             f"AND (totp_last_step IS NULL OR totp_last_step < {p}) RETURNING id",
             (step, user_id, step)))
+
+    # recovery codes (D38) ----------------------------------------------------------------
+
+    def replace_recovery_codes(self, user_id: int, digests: Sequence[str], now: str) -> None:
+        """Forget every recovery code of the user and keep these digests in their place,
+        in one transaction, so that no moment has both sets or neither (none: the user
+        has none left)."""
+        p = self.PARAM
+        statements: list[tuple[str, tuple[Any, ...]]] = [
+            (f"DELETE FROM console_recovery_codes WHERE user_id = {p} RETURNING user_id",
+             (user_id,))]
+        if digests:
+            rows = ", ".join([f"({p}, {p}, {p})"] * len(digests))
+            statements.append((
+                f"INSERT INTO console_recovery_codes (user_id, digest, created_at) "
+                f"VALUES {rows} RETURNING user_id",
+                tuple(value for digest in digests for value in (user_id, digest, now))))
+        self._write_batch(statements)
+
+    def use_recovery_code(self, user_id: int, digest: str, now: str) -> RecoveryUse:
+        """Spend the user's recovery code of this digest, if it is one not spent yet: one
+        conditional write, so that of two sign-ins with the same code one passes; what
+        happened, and how many the user has left."""
+        p = self.PARAM
+        before, spent, left = self._write_batch([
+            (f"SELECT used_at FROM console_recovery_codes WHERE user_id = {p} "
+             f"AND digest = {p}", (user_id, digest)),
+            (f"UPDATE console_recovery_codes SET used_at = {p} WHERE user_id = {p} "
+             f"AND digest = {p} AND used_at IS NULL RETURNING digest", (now, user_id, digest)),
+            (f"SELECT count(*) FROM console_recovery_codes WHERE user_id = {p} "
+             "AND used_at IS NULL", (user_id,))])
+        return RecoveryUse(bool(spent), not spent and bool(before), int(left[0][0]))
+
+    def recovery_codes_left(self, user_id: int) -> int:
+        """How many recovery codes the user has not spent."""
+        return int(self._rows(f"SELECT count(*) FROM console_recovery_codes WHERE user_id = "
+                              f"{self.PARAM} AND used_at IS NULL", (user_id,))[0][0])
 
     # sessions ---------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from app.core.storage.console_statements import (
     CONSOLE_D36_SCHEMA,
     CONSOLE_FORMS_SCHEMA,
+    CONSOLE_RECOVERY_SCHEMA,
     CONSOLE_ROLES_SCHEMA,
     CONSOLE_SCHEMA,
     ORDER_STORY_SCHEMA,
@@ -537,5 +538,7 @@ MIGRATIONS: tuple[str, ...] = (
     # 16: the home page's days (docs/console.md): each UTC day's orders placed and units
     # shipped, the count of pending orders, and the owner's low-stock threshold.
     _DAYS,
+    # 17: the console users' recovery codes, as digests (D38).
+    ";\n".join(CONSOLE_RECOVERY_SCHEMA),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -11,6 +11,7 @@ import sqlite_utils
 from app.core.storage.console_statements import (
     CONSOLE_D36_SCHEMA,
     CONSOLE_FORMS_SCHEMA,
+    CONSOLE_RECOVERY_SCHEMA,
     CONSOLE_ROLES_SCHEMA,
     CONSOLE_SCHEMA,
     ORDER_STORY_SCHEMA,
@@ -223,6 +224,12 @@ def _add_order_days_v16(db: sqlite_utils.Database) -> None:
         END""")
 
 
+def _add_console_recovery_codes_v17(db: sqlite_utils.Database) -> None:
+    """The console users' recovery codes, as digests (D38)."""
+    for statement in CONSOLE_RECOVERY_SCHEMA:
+        db.execute(statement)
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _create_schema_v1,
     _add_bans_v2,
@@ -240,5 +247,6 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _add_console_roles_v14,
     _add_order_story_v15,
     _add_order_days_v16,
+    _add_console_recovery_codes_v17,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

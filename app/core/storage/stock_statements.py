@@ -348,6 +348,20 @@ class StockStatements:
             return tx.execute(f"SELECT 1 FROM pets WHERE id = {p}",
                               (pet_id,)).fetchone() is not None
 
+    def restore_pet(self, pet_id: int) -> bool:
+        """Bring a withdrawn pet back into the catalogue: it takes orders again, with the
+        stock and the reservation it has now (both kept while it was withdrawn); whether it
+        was withdrawn (a pet that was not is left as it is, its version too). Raises
+        PetNotFound."""
+        p = self.PARAM
+        with self._transaction() as tx:
+            if tx.execute(f"UPDATE pets SET withdrawn = {self.FALSE} WHERE id = {p} "
+                          f"AND withdrawn = {self.TRUE}", (pet_id,)).rowcount:
+                return True
+            if tx.execute(f"SELECT 1 FROM pets WHERE id = {p}", (pet_id,)).fetchone() is None:
+                raise PetNotFound(pet_id)
+            return False
+
     def _held_by_pending(self, pet_ids: Sequence[int]) -> dict[int, int]:
         """The units the pending orders of each of these pets hold (0 for none)."""
         held = dict.fromkeys(pet_ids, 0)

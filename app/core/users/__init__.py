@@ -6,6 +6,8 @@
 - accounts.py: users (made, listed, disabled, their passwords reset and their locks lifted
   by the CLI), signing in with a password and a second factor (TOTP, RFC 6238, pyotp),
   which changes only with the password and the current code, and the audit log;
+- recovery.py: the ten single-use recovery codes that stand in for a lost authenticator's
+  code (D38), kept as digests;
 - sessions.py: sessions kept in the database as digests, their stages, timeouts and
   synchronizer tokens;
 - throttle.py: failed password and code checks counted per name from one address, and

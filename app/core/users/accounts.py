@@ -96,9 +96,10 @@ def add(store: Store, name: str, role: str | None = None, by: str | None = None,
 def reset_password(store: Store, name: str, second_factor: bool = False,
                    by: str | None = None, address: str | None = None) -> str:
     """Give the user a new one-time password (to be changed at the next sign-in) and end
-    its sessions; with second_factor, also remove its TOTP secret (an authenticator lost),
-    so that it signs in with the password alone until it sets one up again. by: the owner
-    who does it in the console (None: the CLI). The password."""
+    its sessions; with second_factor, also remove its TOTP secret (an authenticator lost)
+    and its recovery codes, so that it signs in with the password alone until it sets one
+    up again (the console offers it after the new password). by: the owner who does it in
+    the console (None: the CLI). The password."""
     found = user(store, name)
     one_time = passwords.one_time_password()
     changes: dict[str, object] = {"password_hash": passwords.hash_password(one_time),
@@ -106,6 +107,8 @@ def reset_password(store: Store, name: str, second_factor: bool = False,
     if second_factor:
         changes.update(totp_secret=None, totp_last_step=None)
     store.update_console_user(found.id, changes)
+    if second_factor:  # its recovery codes go with it (D38)
+        store.replace_recovery_codes(found.id, [], utc_now())
     store.end_console_sessions(user_id=found.id)
     record(store, by, address, "password reset" + (" and second factor removed"
                                                    if second_factor else ""), name)
@@ -345,10 +348,12 @@ def enrol_totp(store: Store, found: ConsoleUser, secret: str, code: str,
 
 
 def remove_totp(store: Store, found: ConsoleUser, address: str | None) -> ConsoleUser:
-    """Remove the user's second factor (the caller has asked for the password and the
-    current code, and PETSTORE_CONSOLE_REQUIRE_TOTP is off); in the audit log."""
+    """Remove the user's second factor and its recovery codes (the caller has asked for the
+    password and the current code, and PETSTORE_CONSOLE_REQUIRE_TOTP is off); in the
+    audit log."""
     changed = store.update_console_user(found.id, {"totp_secret": None,
                                                    "totp_last_step": None})
+    store.replace_recovery_codes(found.id, [], utc_now())
     record(store, found.name, address, "second factor removed", "")
     assert changed is not None
     return changed

@@ -22,10 +22,11 @@ from app.core.storage.console_statements import ConsoleSession, ConsoleUser
 
 # What a session still owes before the console opens: the code of the user's
 # authenticator (CODE), a new password in place of a one-time one (CHANGE), enrolling a
-# second factor where PETSTORE_CONSOLE_REQUIRE_TOTP asks for one (ENROL); OPEN owes
-# nothing.
-CODE, CHANGE, ENROL, OPEN = "code", "change", "enrol", "open"
-STAGES = (CODE, CHANGE, ENROL, OPEN)
+# second factor where PETSTORE_CONSOLE_REQUIRE_TOTP asks for one (ENROL), or, where it
+# does not, an answer to the offer of one made once the one-time password is changed
+# (OFFER: set it up, or skip it); OPEN owes nothing.
+CODE, CHANGE, ENROL, OFFER, OPEN = "code", "change", "enrol", "offer", "open"
+STAGES = (CODE, CHANGE, ENROL, OFFER, OPEN)
 # A session's last sight is written at most once a minute, not on every page: the idle
 # timeout is then exact to the minute.
 TOUCH_EVERY = 60.0
@@ -44,15 +45,19 @@ class Opened:
     session: ConsoleSession
 
 
-def stage_for(user: ConsoleUser, require_totp: bool, code_given: bool = False) -> str:
+def stage_for(user: ConsoleUser, require_totp: bool, code_given: bool = False,
+              offer_totp: bool = False) -> str:
     """What a user who has just given the password (and the code, when code_given) still
-    owes."""
+    owes; with offer_totp (the one-time password has just been changed), a user without a
+    second factor is offered one, where it is not required."""
     if user.totp_secret is not None and not code_given:
         return CODE
     if user.must_change_password:
         return CHANGE
-    if require_totp and user.totp_secret is None:
+    if user.totp_secret is None and require_totp:
         return ENROL
+    if user.totp_secret is None and offer_totp:
+        return OFFER
     return OPEN
 
 

@@ -1,15 +1,18 @@
 """The console's users, sessions and audit log over each store (D35): names are unique,
 a user has a role and the last enabled owner is not disabled (D38),
 sessions are found by digest with their user and end one by one or all of a user's, a TOTP
-step is used once, a form that shows a secret is taken once, a cancel from the console
-records its user, the home page's figures."""
+step is used once, recovery codes are replaced whole and each spent once, a form that shows
+a secret is taken once, a cancel from the console records its user, the home page's
+figures."""
 
 from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
 
 from app.core import orders
 from app.core.errors import DuplicateUser
 from app.core.storage import Store
-from app.core.storage.console_statements import ConsoleSession
+from app.core.storage.console_statements import ConsoleSession, RecoveryUse
 from tests.core.storage.conftest import Place
 
 NOW = "2026-11-24T10:00:00Z"
@@ -85,6 +88,40 @@ def test_a_totp_step_is_used_once_and_only_forward(store: Store) -> None:
     assert not store.use_totp_step(made.id, 100)  # the same code again
     assert not store.use_totp_step(made.id, 99)  # an older one
     assert store.use_totp_step(made.id, 101)
+
+
+def test_recovery_codes_are_replaced_whole_and_each_spent_once(store: Store,
+                                                                place: Place) -> None:
+    ann = store.create_console_user("ann", "hash", NOW)
+    bob = store.create_console_user("bob", "hash", NOW)
+    store.replace_recovery_codes(ann.id, [f"a{n}" for n in range(10)], NOW)
+    store.replace_recovery_codes(bob.id, ["b0"], NOW)
+    assert store.recovery_codes_left(ann.id) == 10
+    assert store.use_recovery_code(ann.id, "a3", NOW) == RecoveryUse(True, False, 9)
+    assert store.use_recovery_code(ann.id, "a3", NOW) == RecoveryUse(False, True, 9)
+    assert store.use_recovery_code(ann.id, "b0", NOW) == RecoveryUse(False, False, 9)  # bob's
+    assert place.sql("SELECT digest, used_at FROM console_recovery_codes "
+                     "WHERE used_at IS NOT NULL") == [("a3", NOW)]
+    store.replace_recovery_codes(ann.id, ["c0", "c1"], NOW)  # the old set goes whole
+    assert store.use_recovery_code(ann.id, "a4", NOW) == RecoveryUse(False, False, 2)
+    assert store.recovery_codes_left(ann.id) == 2 and store.recovery_codes_left(bob.id) == 1
+    store.replace_recovery_codes(ann.id, [], NOW)
+    assert store.recovery_codes_left(ann.id) == 0 and store.recovery_codes_left(bob.id) == 1
+
+
+def test_of_two_uses_of_one_recovery_code_at_once_one_passes(store: Store,
+                                                             place: Place) -> None:
+    ann = store.create_console_user("ann", "hash", NOW)
+    store.replace_recovery_codes(ann.id, ["a0", "a1"], NOW)
+    other = place.open()
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            uses = list(pool.map(lambda s: s.use_recovery_code(ann.id, "a0", NOW),
+                                 [store, other]))
+    finally:
+        other.dispose()
+    assert sorted(use.spent for use in uses) == [False, True]
+    assert store.recovery_codes_left(ann.id) == 1
 
 
 def test_sessions_are_found_by_digest_and_end_one_or_all(store: Store) -> None:

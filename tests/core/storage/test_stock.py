@@ -1,6 +1,6 @@
 """The stock an order holds, kept by the database itself on every store (D32-D34): the
 state table of a pet's stock under every path that changes an order or a pet (placing,
-a replay, cancelling, shipping, completing, withdrawing, adjusting, a merge patch, an
+a replay, cancelling, shipping, completing, withdrawing, restoring, adjusting, a merge patch, an
 import, a hand edit in SQL), each checked against the pet as getPet gives it and the
 inventory, which must always equal what the orders and pets say when counted anew."""
 
@@ -171,6 +171,37 @@ def test_a_withdrawn_pet_takes_no_order_and_its_pending_ones_still_move(shop: St
     true(shop)
 
 
+def test_a_restored_pet_takes_orders_with_its_stock_as_it_is_now(shop: Store) -> None:
+    first, second = order_for(shop, 1, 1, "a"), order_for(shop, 1, 2, "b")
+    assert shop.withdraw_pet(1) and shop.withdraw_pet(2)
+    # While withdrawn, its orders move and its stock is received as ever.
+    assert shop.ship_order(first, NOW).changed
+    shop.adjust_stock(1, 3, 1, "k", "fp", NOW)
+    assert stock(shop, 1) == (7, 2, 0, "withdrawn")
+    before = (version(shop, 1), shop.revision())
+    assert shop.restore_pet(1)
+    # Back, what is available follows from the stock and the orders as they are now.
+    assert stock(shop, 1) == (7, 2, 5, "available")
+    assert version(shop, 1) > before[0] and shop.revision() > before[1]
+    assert shop.inventory()["stock_available"] == 5
+    true(shop)
+    held = version(shop, 1)
+    assert not shop.restore_pet(1) and version(shop, 1) == held  # not withdrawn: nothing
+    with pytest.raises(PetNotFound):
+        shop.restore_pet(99)
+    # It takes orders again, up to what is available; the untracked one takes any.
+    order_for(shop, 1, 5, "c")
+    with pytest.raises(OutOfStock):
+        order_for(shop, 1, 1, "d")
+    assert stock(shop, 1) == (7, 7, 0, "pending")
+    assert shop.restore_pet(2)
+    assert {k: pet(shop, 2).get(k) for k in ("stock", "reserved", "available", "status")} == {
+        "stock": None, "reserved": 0, "available": None, "status": "available"}
+    order_for(shop, 2, 1000, "e")
+    assert shop.cancel_order(second, None, NOW).changed
+    true(shop)
+
+
 def test_adjusting_the_stock_is_safe_to_retry_and_never_below_what_is_held(
         shop: Store) -> None:
     order_for(shop, 1, 4, "a")
@@ -263,6 +294,10 @@ def test_every_change_raises_the_pets_version_and_the_revision(shop: Store,
     order_id = order_for(shop, 1, 1, "a")
     moved()
     shop.cancel_order(order_id, None, NOW)
+    moved()
+    shop.withdraw_pet(1)
+    moved()
+    shop.restore_pet(1)
     moved()
     shop.withdraw_pet(1)
     moved()

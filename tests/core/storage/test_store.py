@@ -72,6 +72,7 @@ def test_both_stores_have_the_same_schema_and_migrations(store: Store, place: Pl
                      "last_used_at", "previous_digest", "previous_until"],
         "console_audit": ["id", "at", "user_name", "address", "action", "detail"],
         "console_forms": ["form_key", "made_id", "created_at"],
+        "console_recovery_codes": ["user_id", "digest", "created_at", "used_at"],
         "console_sessions": ["digest", "user_id", "token", "stage", "created_at", "seen_at",
                              "pending_totp_secret"],
         "console_users": ["id", "name", "password_hash", "must_change_password",

@@ -33,7 +33,7 @@ from app.console.blueprint import (
     store,
     visitor,
 )
-from app.console.board import back_url, board_url
+from app.console.board import back_url
 from app.console.hooks import row_of
 from app.console.times import moment
 from app.core import pets, webhooks

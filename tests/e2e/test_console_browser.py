@@ -724,7 +724,8 @@ return {times: [...document.querySelectorAll("time")].map((t) => [t.textContent,
         raw: document.body.innerText.match(/\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d\\S*/g) || []};
 """
 ZONE = "Pacific/Auckland"  # the browser's zone in the walk: UTC+13 in November
-SHOTS = {"": "home", "orders": "board", "keys": "keys", "webhooks/1": "webhook"}
+SHOTS = {"": "home", "orders": "board", "orders/1": "order", "keys": "keys",
+         "webhooks/1": "webhook", "users": "users"}
 
 
 def _fits(browser: Any, url: str, console: str = "") -> list[str]:

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.storage import Store
-from app.core.storage.console_statements import AuditEntry, OrderRecord
+from app.core.storage.console_statements import AuditEntry
+from app.core.storage.story_statements import OrderRecord
 
 API_ADDRESS = "the API does not record a client's address"
 

@@ -32,9 +32,10 @@ from app.core.storage.records import (
     WebhookEndpoint,
 )
 from app.core.storage.sqlite import SQLiteStore
+from app.core.storage.story_statements import StoryStore
 
 
-class Store(ConsoleStore, DaysStore, Protocol):
+class Store(ConsoleStore, DaysStore, StoryStore, Protocol):
     """What the order rules, the API, the CLI and the console need from a database (the
     console's methods are ConsoleStore's, console_statements.py)."""
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from app.core.errors import DuplicateUser
-from app.core.storage.statements import ORDER_COLUMNS, order_fields
 
 # D35 (the console's migration of both stores): console users, who are not API keys; their
 # sessions, each kept as the SHA-256 digest of its id (never the id), with its
@@ -75,15 +74,6 @@ CONSOLE_ROLES_SCHEMA = (
     "ALTER TABLE console_users ADD COLUMN role TEXT NOT NULL DEFAULT 'owner'"
     " CHECK (role IN ('owner', 'staff'))",
 )
-# An order's page (migration 15; docs/console.md, "An order's page"): its story is read
-# from what the store records already, and these two indexes make each of those reads one
-# lookup whatever the tables hold: the console's acts on the order (its audit lines, whose
-# detail is "order <id>") and the placing's idempotency key (the placing key and time,
-# kept KEYS_KEPT, D23). Nothing new is written on any path.
-ORDER_STORY_SCHEMA = (
-    "CREATE INDEX idx_console_audit_detail ON console_audit (detail, id)",
-    "CREATE INDEX idx_idempotency_keys_order_id ON idempotency_keys (order_id)",
-)
 # D38 (migration 17): each user's recovery codes, ten at a time, which stand in for the
 # authenticator's code when it is lost; kept as SHA-256 digests (why that digest:
 # app/core/users/recovery.py), each spent once (used_at) and all replaced by a new set.
@@ -99,9 +89,6 @@ USER_COLUMNS = ("id, name, password_hash, must_change_password, totp_secret, tot
                 "disabled_at, created_at, last_sign_in_at, throttle_epoch, role")
 SESSION_COLUMNS = "digest, user_id, token, stage, created_at, seen_at, pending_totp_secret"
 AUDIT_COLUMNS = "id, at, user_name, address, action, detail"
-# The console's acts on an order that its story tells (board.py records each, done, with
-# the detail "order <id>"; a refusal's detail says more, and changed nothing).
-ORDER_ACTS = ("ship", "complete", "cancel")
 # What update_console_user may set, and nothing else.
 USER_EDITABLE = frozenset({"password_hash", "must_change_password", "totp_secret",
                            "totp_last_step", "disabled_at", "last_sign_in_at",
@@ -158,22 +145,6 @@ class AuditEntry:
     address: str | None
     action: str
     detail: str
-
-
-@dataclass(frozen=True)
-class OrderRecord:
-    """What the store records of one order, for its page (D2, D23, D35): the order in the
-    API's field names and its version (D25); when and by which API key or console user it
-    was cancelled; and, while its idempotency key is kept (D23), when and by which key it
-    was placed (None once forgotten, and for an order imported)."""
-
-    order: dict[str, Any]
-    version: int
-    cancelled_at: str | None
-    cancelled_by_key: int | None
-    cancelled_by_user: int | None
-    placed_at: str | None
-    placed_by_key: int | None
 
 
 @dataclass(frozen=True)
@@ -320,14 +291,6 @@ class ConsoleStore(Protocol):
         """The names of those of the pets that the store holds, by id."""
         ...
 
-    def order_record(self, order_id: int) -> OrderRecord | None:
-        """What the store records of the order, for its page; None when there is none."""
-        ...
-
-    def order_acts(self, order_id: int) -> list[AuditEntry]:
-        """The console's acts on the order that changed it (ORDER_ACTS), as the audit log
-        keeps them, oldest first."""
-        ...
 
 
 class ConsoleStatements:
@@ -616,31 +579,3 @@ class ConsoleStatements:
             names.update((int(pet_id), str(name)) for pet_id, name in self._rows(
                 f"SELECT id, name FROM pets WHERE id IN ({marks})", chunk))
         return names
-
-    # an order's page ---------------------------------------------------------------------
-
-    def order_record(self, order_id: int) -> OrderRecord | None:
-        """What the store records of the order, for its page; None when there is none. Two
-        lookups of an index each: the order's row, and its placing's idempotency key."""
-        p = self.PARAM
-        rows = self._rows(f"SELECT {ORDER_COLUMNS}, version, cancelled_at, cancelled_by, "
-                          f"cancelled_by_user FROM orders WHERE id = {p}", (order_id,))
-        if not rows:
-            return None
-        row = rows[0]
-        placing = self._rows(f"SELECT created_at, api_key_id FROM idempotency_keys "
-                             f"WHERE order_id = {p} ORDER BY created_at LIMIT 1", (order_id,))
-        placed_at, placed_by = placing[0] if placing else (None, None)
-        return OrderRecord(order_fields(row[:6]), int(row[6]), row[7],
-                           None if row[8] is None else int(row[8]),
-                           None if row[9] is None else int(row[9]), placed_at,
-                           None if placed_by is None else int(placed_by))
-
-    def order_acts(self, order_id: int) -> list[AuditEntry]:
-        """The console's acts on the order that changed it (ORDER_ACTS), as the audit log
-        keeps them, oldest first: one range of its (detail, id) index."""
-        p = self.PARAM
-        rows = self._rows(f"SELECT {AUDIT_COLUMNS} FROM console_audit WHERE detail = {p} "
-                          f"AND action IN ({', '.join([p] * len(ORDER_ACTS))}) ORDER BY id",
-                          (f"order {order_id}", *ORDER_ACTS))
-        return [AuditEntry(*row) for row in rows]

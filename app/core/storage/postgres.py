@@ -82,6 +82,7 @@ from app.core.storage.stock_statements import (
     StockStatements,
     pet_values,
 )
+from app.core.storage.story_statements import StoryStatements
 from app.core.storage.webhook_statements import WebhookStatements
 
 P = ParamSpec("P")
@@ -116,7 +117,7 @@ ORDERS_JSON = ("SELECT (SELECT value FROM revision), '[' || coalesce((SELECT "
 ORDERS_JSON_PAGE = (f"SELECT string_agg({ORDER_JSON}, ',' ORDER BY id), max(id) FROM "
                     "(SELECT * FROM orders WHERE id > %s ORDER BY id LIMIT %s) AS page")
 class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStatements,
-                    DayStatements):
+                    DayStatements, StoryStatements):
     """Orders and API keys in one PostgreSQL database, shared by every host."""
 
     PARAM = "%s"

@@ -12,7 +12,6 @@ from app.core.storage.console_statements import (
     CONSOLE_RECOVERY_SCHEMA,
     CONSOLE_ROLES_SCHEMA,
     CONSOLE_SCHEMA,
-    ORDER_STORY_SCHEMA,
 )
 from app.core.storage.day_statements import ADD_TO_DAY, DAYS_FILLED, DAYS_SCHEMA
 from app.core.storage.statements import (
@@ -26,6 +25,7 @@ from app.core.storage.stock_statements import (
     INVENTORY_COUNTED,
     PET_CONSTRAINTS,
 )
+from app.core.storage.story_statements import ORDER_STORY_SCHEMA
 from app.core.storage.webhook_statements import WEBHOOK_SCHEMA
 
 # The row trigger's function of migration 8 (each order's position, its version raised),

@@ -44,6 +44,7 @@ from app.core.storage.statements import (
     replayed,
 )
 from app.core.storage.stock_statements import PET_JSON, StockStatements
+from app.core.storage.story_statements import StoryStatements
 from app.core.storage.webhook_statements import WebhookStatements
 
 P = ParamSpec("P")
@@ -83,7 +84,7 @@ ORDERS_JSON_PAGE = (f"SELECT group_concat({ORDER_JSON}, ','), max(id) FROM "
 
 
 class SQLiteStore(SQLiteStock, SqlStore, StockStatements, WebhookStatements,
-                  ConsoleStatements, DayStatements):
+                  ConsoleStatements, DayStatements, StoryStatements):
     """Orders and API keys in one SQLite file."""
 
     PARAM = "?"

@@ -14,7 +14,6 @@ from app.core.storage.console_statements import (
     CONSOLE_RECOVERY_SCHEMA,
     CONSOLE_ROLES_SCHEMA,
     CONSOLE_SCHEMA,
-    ORDER_STORY_SCHEMA,
 )
 from app.core.storage.day_statements import ADD_TO_DAY, DAYS_FILLED, DAYS_SCHEMA
 from app.core.storage.sqlite_stock import add_stock_v10
@@ -24,6 +23,7 @@ from app.core.storage.statements import (
     KEY_LIFECYCLE,
     LIST_INDEXES,
 )
+from app.core.storage.story_statements import ORDER_STORY_SCHEMA
 from app.core.storage.webhook_statements import WEBHOOK_SCHEMA
 
 

@@ -31,7 +31,6 @@ from app.web.bridge import WORKERS, HandlerThreads, WSGIBridge
 from app.web.conditional import Answers, keeping_of
 from app.web.deliverer import Deliverer
 from app.web.deprecation import retirements
-from app.web.direct import is_direct
 from app.web.encoding import OrjsonJsonifier
 from app.web.errors import register_error_handlers
 from app.web.handlers import SERVICES
@@ -87,23 +86,16 @@ def create_app(settings: Settings | None = None, *,
     anonymous_plan(settings, plans)
     handlers = {operation.id: get_function_from_name(operation.id)
                 for operation in operations()}
-    # One trip to a handler thread per response, in place of a2wsgi's several (bridge.py);
-    # the direct writes take their turns in the same threads.
+    # One trip to a handler thread per response, in place of a2wsgi's several (bridge.py).
     threads = HandlerThreads(WORKERS, "handler")
-
-    def running() -> Services:
-        """The app's services as its handlers find them (Flask's extensions), at each call."""
-        found: Services = app.app.extensions[SERVICES]
-        return found
 
     def pages() -> Any:
         """The console's pages (D35): the Flask app's, through a bridge of their own."""
         return console_pages
 
     parts = chain.Parts(
-        settings=settings, services=services, running=running, threads=threads, watch=watch,
+        settings=settings, services=services, threads=threads, watch=watch,
         answers=Answers(settings.page_cache_bytes),
-        direct={op: handler for op, handler in handlers.items() if is_direct(handler)},
         kept={op: found for op, handler in handlers.items()
               if (found := keeping_of(handler)) is not None},
         retired=retirements({operation.id: operation.definition
@@ -148,5 +140,5 @@ def create_app(settings: Settings | None = None, *,
             strict_validation=api.strict,
         )
     register_error_handlers(app)
-    internals.prepare_operations(app, served_elsewhere=is_direct)
+    internals.prepare_operations(app)
     return app

@@ -142,7 +142,7 @@ class WSGIBridge:
     def __init__(self, app: Any, workers: int = WORKERS,
                  threads: HandlerThreads | None = None) -> None:
         self.app = app
-        # threads: shared with the operations answered without Flask (direct.py)
+        # threads: shared by the API's bridge and the console's (app/web/__init__.py)
         self.threads = threads or HandlerThreads(workers, "WSGI")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

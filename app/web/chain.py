@@ -14,11 +14,8 @@ blueprint after the access layer: console.py):
 
 - kept reads: a repeated GET served from its kept answer, before Connexion's routing
   (repeats.py), or after it (conditional.AnswerCache, which also keeps the answers);
-- early writes: a plainly valid write, before Connexion's routing (early_writes.py);
-- direct writes: the same write handlers after Connexion's routing, security and
-  validation (direct.py);
-- the handlers through Flask (bridge.py), and the Error bodies of any layer inside
-  Connexion's exception middleware (errors.py).
+- the handlers through Flask (bridge.py), every write among them, and the Error bodies of
+  any layer inside Connexion's exception middleware (errors.py).
 
 Every one of them passes the answer layer (answering.py) on its way out, so every answer
 gets the same decided headers and, where responses are validated, the same check against
@@ -42,7 +39,6 @@ from app.core.config import Settings
 from app.core.quotas.counters import Quotas
 from app.core.quotas.plans import Plan
 from app.core.services import Services
-from app.web import early_writes
 from app.web.access import AccessLog
 from app.web.answering import Answering
 from app.web.bodies import BodyLimit
@@ -57,8 +53,6 @@ from app.web.console import PREFIX as CONSOLE
 from app.web.console import ConsolePages
 from app.web.cors import Cors, CorsPolicy
 from app.web.deprecation import Deprecations, Retirement
-from app.web.direct import Answer, Call, DirectOperations
-from app.web.early_writes import EarlyWrites
 from app.web.encoding import Compression, PacedBodies
 from app.web.errors import server_error_handler
 from app.web.longpoll import LongPoll, RevisionWatch
@@ -86,11 +80,9 @@ class Parts:
 
     settings: Settings
     services: Services
-    running: Callable[[], Services]  # the running app's services, read at each call
-    threads: HandlerThreads  # the handler threads, shared by Flask and the direct writes
+    threads: HandlerThreads  # the handler threads of Flask's bridge
     watch: RevisionWatch  # the worker's one watch of the revision (feed, webhooks)
     answers: Answers  # the kept answers, shared by the two layers that serve them
-    direct: dict[str, Callable[[Call], Answer]]  # resolved operation id -> @direct handler
     kept: dict[str, Keeping]  # resolved operation id -> what @kept says of its handler
     retired: dict[str, Retirement]  # the operations the documents deprecate (D13)
     plans: dict[str, Plan]  # the plans of the documents' x-plans (D11)
@@ -159,12 +151,6 @@ def _kept_reads(parts: Parts) -> Any:
                              long_way=frozenset(parts.retired) | _writes())
 
 
-def _early_writes(parts: Parts) -> Any:
-    return functools.partial(EarlyWrites,
-                             writes=early_writes.plans(parts.direct, frozenset(parts.retired)),
-                             services=parts.running, threads=parts.threads)
-
-
 LAYERS: tuple[Layer, ...] = (
     Layer("cors", "CORS for the origins of PETSTORE_CORS_ORIGINS, preflights answered here",
           _cors),
@@ -194,8 +180,6 @@ LAYERS: tuple[Layer, ...] = (
           needs=(CALLER,), after=("quotas", "long polls")),
     Layer("errors", "Connexion's exception middleware: exceptions become Error bodies",
           _with(ExceptionMiddleware), gives=(ERRORS,)),
-    Layer("early writes", "a plainly valid write answered by its direct handler",
-          _early_writes, needs=(CALLER, ERRORS), after=("quotas",)),
     Layer("documents", "the documents and Swagger UI", _with(SpecificFirstSwaggerUIMiddleware)),
     Layer("routing", "Connexion's router, strict about integers and slashes (D7)",
           _with(StrictRoutingMiddleware), needs=(ERRORS,), gives=(ROUTED,)),
@@ -217,10 +201,6 @@ LAYERS: tuple[Layer, ...] = (
           lambda parts: functools.partial(AnswerCache, store=parts.services.store,
                                           operations=parts.kept, answers=parts.answers),
           needs=(OPERATION, SECURED, VALIDATED)),
-    Layer("direct writes", "@direct handlers run in a handler thread, without Flask",
-          lambda parts: functools.partial(DirectOperations, handlers=parts.direct,
-                                          services=parts.running, threads=parts.threads),
-          needs=(OPERATION, SECURED, VALIDATED, ERRORS)),
     Layer("lifespan", "Connexion's lifespan: the deliverer starts and stops with the worker",
           _with(LifespanMiddleware)),
     Layer("context", "Connexion's context for the Flask handlers, then Flask through the "
@@ -231,7 +211,7 @@ LAYERS: tuple[Layer, ...] = (
 # The layers that only answer sooner what the layers after them would answer: the served
 # chain without them is the long way, which tests/web/test_fast_answers.py holds every
 # fast answer to, for every operation of the documents.
-FAST = frozenset({"kept reads", "early writes", "kept answers"})
+FAST = frozenset({"kept reads", "kept answers"})
 LONG_WAY = tuple(layer for layer in LAYERS if layer.name not in FAST)
 
 

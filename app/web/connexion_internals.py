@@ -257,8 +257,7 @@ class ParameterValidator(ConnexionParameterValidator):
 
     @staticmethod
     def validator(param: dict[str, Any]) -> Draft4Validator:
-        """The jsonschema validator of a parameter's schema, built once (early_writes.py
-        checks with it too)."""
+        """The jsonschema validator of a parameter's schema, built once."""
         # Keyed by identity: an operation's parameter definitions live as long as the app.
         entry = _VALIDATORS.get(id(param))
         if entry is None or entry[0] is not param:
@@ -280,8 +279,7 @@ class JSONBodyValidator(JSONRequestBodyValidator):
 
     @staticmethod
     def validator_for(schema: dict[str, Any]) -> Any:
-        """The jsonschema validator Connexion's JSON body validation uses for a schema
-        (early_writes.py checks with it too)."""
+        """The jsonschema validator Connexion's JSON body validation uses for a schema."""
         return Draft4RequestValidator(schema, format_checker=Draft4Validator.FORMAT_CHECKER)
 
     async def wrap_receive(self, receive: Receive, *, scope: Scope) -> Any:
@@ -514,12 +512,9 @@ class PreparedFlaskDecorator(FlaskDecorator):
         return wrapper
 
 
-def prepare_operations(app: FlaskApp,
-                       served_elsewhere: Callable[[Any], bool] = lambda _: False) -> None:
+def prepare_operations(app: FlaskApp) -> None:
     """Have each of Connexion's Flask view functions swapped for one whose decorators are
-    built once (PreparedFlaskDecorator): same decorators, same order. A handler for which
-    served_elsewhere is true (answered before Flask, app/web/direct.py) gets a view that
-    says so instead: an operation has one code path.
+    built once (PreparedFlaskDecorator): same decorators, same order.
 
     Connexion registers the operations with Flask only when it builds its middleware stack,
     on the first request (ConnexionMiddleware._build_middleware_stack calls the Flask side's
@@ -529,28 +524,20 @@ def prepare_operations(app: FlaskApp,
 
     def register_prepared(*args: Any, **kwargs: Any) -> Any:
         api = register(*args, **kwargs)
-        _prepare_views(middleware_app.app, served_elsewhere)
+        _prepare_views(middleware_app.app)
         return api
 
     middleware_app.add_api = register_prepared
 
 
-def _prepare_views(flask_app: flask.Flask, served_elsewhere: Callable[[Any], bool]) -> None:
+def _prepare_views(flask_app: flask.Flask) -> None:
     for endpoint, view in list(flask_app.view_functions.items()):
         if isinstance(view, FlaskOperation):
             # FlaskOperation keeps the resolved handler as _fn (Connexion 3).
-            if served_elsewhere(view._fn):
-                flask_app.view_functions[endpoint] = functools.partial(_not_here, view._fn)
-                continue
             prepared = PreparedFlaskDecorator(
                 pythonic_params=view.pythonic_params, jsonifier=view.jsonifier
             )(view._fn)
             flask_app.view_functions[endpoint] = prepared
-
-
-def _not_here(handler: Any, *args: Any, **kwargs: Any) -> Any:
-    raise RuntimeError(f"{handler.__module__}.{handler.__qualname__} is answered before "
-                       "Flask; a request for it reached Flask")
 
 
 # the inner Flask app ------------------------------------------------------------------------

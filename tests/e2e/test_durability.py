@@ -93,8 +93,7 @@ def write_until_stopped(server: Server, auth: dict[str, str], writer: int, ledge
 def test_a_kill_9_under_a_write_load_loses_no_answered_write(
         tmp_path: Path, store_environ: dict[str, str]) -> None:
     ledger = Ledger()
-    # Quotas on, as served by default, so that the writes are answered early
-    # (app/web/early_writes.py), under a key whose quotas this load does not reach.
+    # Quotas on, as served by default, under a key whose quotas this load does not reach.
     with serving(tmp_path, own_group=True, environ=store_environ) as server:
         key = server.petstore("keys", "create", "--plan", "enterprise", "--name", "load",
                               "--per-minute", "1000000000", "--per-day", "1000000000")

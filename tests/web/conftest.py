@@ -87,21 +87,29 @@ def served_and_long_way(settings: Settings, tmp_path: Path, orders: list[dict[st
     and a read key no quota stops: their two test clients, and the Authorization values
     by name ("write", "read", "unknown")."""
     write, read = keys.generate_key(), keys.generate_key()
-    ISSUED_SECRETS.update({write.secret, read.secret})
     clients = []
     for name, layers in (("served", chain.LAYERS), ("long", chain.LONG_WAY)):
         own = settings.replace(database=str(tmp_path / f"{name}.db"))
         store = open_store(own)
         store.import_pets(pets or [])
         store.import_orders(orders)
-        for new, scope in ((write, "write"), (read, "read")):
-            created = store.create_key(digest=new.digest, prefix=new.prefix, name=scope,
-                                       plan="free", per_minute=10**6, per_day=10**6,
-                                       now="2026-01-01T00:00:00Z")
-            store.set_scope(created.id, scope)
+        bearer = unmetered_keys(store, write, read)
         store.close()
         clients.append(create_app(own, layers=layers).test_client())
-    return clients[0], clients[1], {"write": f"Bearer {write.secret}",
-                                    "read": f"Bearer {read.secret}",
-                                    "unknown": "Bearer psk_nope"}
+    return clients[0], clients[1], bearer
+
+
+def unmetered_keys(store: Store, write: keys.NewKey | None = None,
+                   read: keys.NewKey | None = None) -> dict[str, str]:
+    """A write key and a read key no quota stops, created in store (these, or new ones):
+    their Authorization values by name ("write", "read"); "unknown" names no key."""
+    write, read = write or keys.generate_key(), read or keys.generate_key()
+    ISSUED_SECRETS.update({write.secret, read.secret})
+    for new, scope in ((write, "write"), (read, "read")):
+        created = store.create_key(digest=new.digest, prefix=new.prefix, name=scope,
+                                   plan="free", per_minute=10**6, per_day=10**6,
+                                   now="2026-01-01T00:00:00Z")
+        store.set_scope(created.id, scope)
+    return {"write": f"Bearer {write.secret}", "read": f"Bearer {read.secret}",
+            "unknown": "Bearer psk_nope"}
 

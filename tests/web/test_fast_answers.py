@@ -1,15 +1,15 @@
 """Fast answers hold to the long way's, for every operation of the documents.
 
 The served chain answers some requests sooner than Connexion's routing, security and
-validation would (a repeated read from its kept answer, a plainly valid write by its direct
-handler before routing): app/web/chain.py names those layers FAST. Here every request is
+validation would (a repeated read from its kept answer): app/web/chain.py names those
+layers FAST. Here every request is
 sent, in the same order, to the served app and to the long way (the same chain without the
 FAST layers), each over its own copy of the same orders and keys, and both must answer
 alike: status, body and the headers a client reads. The requests are generated from the
 documents, for every operation: a valid one (sent twice, then again with the ETag it got),
 and invalid path parameters, query parameters, headers, bodies, media types and keys. So a
 new operation is covered by adding it to a document; and an operation that qualifies for a
-fast path (a @kept read, a @direct write) must have been answered fast at least once.
+fast path (a @kept read) must have been answered fast at least once.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from connexion.utils import get_function_from_name
 from app.core import orders
 from app.core.config import Settings
 from app.web.conditional import keeping_of
-from app.web.direct import is_direct
 from app.web.routing import Operation, operations
 from tests.web.conftest import ORDERS, compared_headers, served_and_long_way
 
@@ -189,9 +188,7 @@ def _fast_operations() -> dict[str, str]:
     found = {}
     for operation in operations():
         handler = get_function_from_name(operation.id)
-        if is_direct(handler):
-            found[operation.id] = "early"
-        elif keeping_of(handler) is not None:
+        if keeping_of(handler) is not None:
             found[operation.id] = "kept"
     return found
 

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from app.core.storage import Store
-from app.web import connexion_internals as internals
 from tests.support import assert_error, wrap_store
 from tests.web.test_key_lifecycle import read_key
 
@@ -35,21 +34,6 @@ def test_a_new_order_sent_without_a_content_type_is_read_as_json(
     assert placed.status_code == 201, placed.text
     assert placed.json()["petId"] == 7
     assert placed.headers["location"] == f"{LIST}/{placed.json()['id']}"
-
-
-def test_a_write_never_reaches_flask(app: Any, client: Any, auth: dict[str, str]) -> None:
-    """Every move of an order is answered before Flask (app/web/direct.py): its Flask view
-    only raises, so an answer that came through Flask would be a 500."""
-    assert place(client, auth).status_code == 201
-    assert client.post(f"{LIST}/1/ship", headers=auth).status_code == 200
-    assert client.post(f"{LIST}/1/complete", headers=auth).status_code == 200
-    assert client.delete(f"{LIST}/4", headers=auth).status_code == 204
-    assert client.delete("/v1/store/orders/4", headers=auth).status_code == 204
-    served_elsewhere = [view.args[0].__name__ for view in app.app.view_functions.values()
-                        if getattr(view, "func", None) is internals._not_here]
-    assert sorted(served_elsewhere) == ["add_pet", "adjust_stock", "cancel_order",
-                                        "cancel_order", "complete_order", "place_order",
-                                        "ship_order", "update_pet", "withdraw_pet"]
 
 
 def test_placing_an_order_answers_201_with_its_location_and_etag(

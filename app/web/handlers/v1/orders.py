@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import flask
 
 from app.core import orders
 from app.web.conditional import kept, list_etag, tagged_json
-from app.web.direct import NO_CONTENT, Answer, Call, direct
-from app.web.handlers import services
+from app.web.handlers import no_content, services
 
 
 @kept(revision_tag=list_etag)
@@ -20,9 +21,7 @@ def list_orders() -> flask.Response:
     return tagged_json(body, tag=list_etag(revision))
 
 
-@direct
-def cancel_order(call: Call) -> Answer:
-    """DELETE /store/orders/{orderId}: cancel a pending order (answered without Flask,
-    app/web/direct.py)."""
-    orders.cancel(call.services.store, call.order_id(), key_id=call.token_info["key_id"])
-    return NO_CONTENT
+def cancel_order(orderId: int, token_info: dict[str, Any]) -> flask.Response:
+    """DELETE /store/orders/{orderId}: cancel a pending order."""
+    orders.cancel(services().store, orderId, key_id=token_info["key_id"])
+    return no_content()

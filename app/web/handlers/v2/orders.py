@@ -1,10 +1,8 @@
 """Handlers of the v2 operations tagged `orders`: the list by page, one order, and the
-moves of the state machine (place, cancel, ship, complete). The moves are answered without
-Flask (@direct, app/web/direct.py)."""
+moves of the state machine (place, cancel, ship, complete)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import flask
@@ -13,8 +11,7 @@ import orjson
 from app.core import orders, paging
 from app.core.storage.records import Transition
 from app.web.conditional import if_match_version, kept, order_etag, tagged_json
-from app.web.direct import NO_CONTENT, Answer, Call, direct, json_answer
-from app.web.handlers import next_link, services
+from app.web.handlers import header, json_response, next_link, no_content, request_json, services
 
 
 @kept()
@@ -38,66 +35,53 @@ def get_order(orderId: int) -> flask.Response:
     return tagged_json(orjson.dumps(order), tag=order_etag(version))
 
 
-@direct
-def place_order(call: Call) -> Answer:
+def place_order(body: Any, token_info: dict[str, Any]) -> flask.Response:
     """POST /store/orders: place an order under its Idempotency-Key, or replay the first
     answer to that key (D22, D23)."""
-    key = orders.idempotency_key(call.header(b"idempotency-key"))
-    placed = call.services.placing.place(call.services.store, _request_json(call),
-                                         call.token_info["key_id"], key)
-    headers = [("Location", f"{call.path}/{placed.order['id']}"),
-               ("ETag", order_etag(placed.version))]
+    key = orders.idempotency_key(header("Idempotency-Key"))
+    current = services()
+    placed = current.placing.place(current.store, request_json(body), token_info["key_id"],
+                                   key)
+    headers = {"Location": f"{flask.request.path}/{placed.order['id']}",
+               "ETag": order_etag(placed.version)}
     if placed.replayed:
-        headers.append(("Idempotent-Replayed", "true"))
-    return json_answer(201, orjson.dumps(placed.order), headers)
+        headers["Idempotent-Replayed"] = "true"
+    return json_response(201, orjson.dumps(placed.order), headers)
 
 
-@direct
-def cancel_order(call: Call) -> Answer:
+def cancel_order(orderId: int, token_info: dict[str, Any]) -> flask.Response:
     """DELETE /store/orders/{orderId}: cancel a pending order, as v1 does, and only at the
     version If-Match names (D25)."""
-    order_id = call.order_id()
-    orders.cancel(call.services.store, order_id, call.token_info["key_id"],
-                  _if_match(call, order_id))
-    return NO_CONTENT
+    orders.cancel(services().store, orderId, token_info["key_id"], _if_match(orderId))
+    return no_content()
 
 
-@direct
-def ship_order(call: Call) -> Answer:
+def ship_order(orderId: int, body: Any = None) -> flask.Response:
     """POST /store/orders/{orderId}/ship: pending becomes shipped (D24)."""
-    order_id = call.order_id()
-    body = _request_json(call)
-    when = body.get("shipDate") if isinstance(body, dict) else None
-    moved = orders.ship(call.services.store, order_id,
-                        orders.body_time(when) if when else None, _if_match(call, order_id))
-    return _current(call, order_id, moved)
+    given = request_json(body)
+    when = given.get("shipDate") if isinstance(given, dict) else None
+    moved = orders.ship(services().store, orderId,
+                        orders.body_time(when) if when else None, _if_match(orderId))
+    return _current(orderId, moved)
 
 
-@direct
-def complete_order(call: Call) -> Answer:
+def complete_order(orderId: int) -> flask.Response:
     """POST /store/orders/{orderId}/complete: shipped becomes complete (D24)."""
-    order_id = call.order_id()
-    moved = orders.complete(call.services.store, order_id, _if_match(call, order_id))
-    return _current(call, order_id, moved)
+    moved = orders.complete(services().store, orderId, _if_match(orderId))
+    return _current(orderId, moved)
 
 
-def _request_json(call: Call) -> Any:
-    """The request's body, which validation has found JSON (whatever its Content-Type
-    said: without one, Connexion takes the document's application/json), or None."""
-    return json.loads(call.body) if call.body.strip() else None
-
-
-def _if_match(call: Call, order_id: int) -> int | None:
+def _if_match(order_id: int) -> int | None:
     """The version the request's If-Match allows the change at (conditional.if_match_version)."""
-    return if_match_version(call.header(b"if-match"),
-                            lambda: call.services.store.order_version(order_id))
+    return if_match_version(header("If-Match"),
+                            lambda: services().store.order_version(order_id))
 
 
-def _current(call: Call, order_id: int, moved: Transition) -> Answer:
+def _current(order_id: int, moved: Transition) -> flask.Response:
     """200 with the order as the move left it (read again when the store did not give it)
     and its ETag."""
     if moved.order is not None and moved.version is not None:
         order, version = moved.order, moved.version
     else:
-        order, version = orders.get_versioned(call.services.store, order_id)
-    return json_answer(200, orjson.dumps(order), [("ETag", order_etag(version))])
+        order, version = orders.get_versioned(services().store, order_id)
+    return json_response(200, orjson.dumps(order), {"ETag": order_etag(version)})

@@ -1,11 +1,9 @@
 """Handlers of the v2 operations tagged `pets`: the catalogue (D32), the stock an order
 holds (D33) and the inventory (D34). The reads are kept per caller and revision (@kept:
-every change to a pet or an order raises the revision); the writes are answered without
-Flask (@direct), as the orders' are."""
+every change to a pet or an order raises the revision)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import flask
@@ -13,8 +11,7 @@ import orjson
 
 from app.core import orders, paging, pets
 from app.web.conditional import if_match_version, kept, order_etag, tagged_json
-from app.web.direct import NO_CONTENT, Answer, Call, direct, json_answer
-from app.web.handlers import next_link, services
+from app.web.handlers import header, json_response, next_link, no_content, request_json, services
 
 
 @kept()
@@ -42,61 +39,49 @@ def get_inventory() -> flask.Response:
     return tagged_json(orjson.dumps(pets.inventory(services().store)))
 
 
-@direct
-def add_pet(call: Call) -> Answer:
+def add_pet(body: dict[str, Any], token_info: dict[str, Any]) -> flask.Response:
     """POST /pets: add a pet under its Idempotency-Key, or replay the first answer to that
     key (D32, as placing an order, D23)."""
-    key = orders.idempotency_key(call.header(b"idempotency-key"))
-    written = pets.add(call.services.store, _body(call), call.token_info["key_id"], key)
-    headers = [("Location", f"{call.path}/{written.pet['id']}"),
-               ("ETag", order_etag(written.version))]
+    key = orders.idempotency_key(header("Idempotency-Key"))
+    written = pets.add(services().store, request_json(body), token_info["key_id"], key)
+    headers = {"Location": f"{flask.request.path}/{written.pet['id']}",
+               "ETag": order_etag(written.version)}
     if written.replayed:
-        headers.append(("Idempotent-Replayed", "true"))
-    return json_answer(201, orjson.dumps(written.pet), headers)
+        headers["Idempotent-Replayed"] = "true"
+    return json_response(201, orjson.dumps(written.pet), headers)
 
 
-@direct
-def update_pet(call: Call) -> Answer:
+def update_pet(petId: int, body: dict[str, Any]) -> flask.Response:
     """PATCH /pets/{petId}: a JSON merge patch of the pet, at the version If-Match names
     (D32, D25)."""
-    pet_id = call.path_id("petId")
-    version = _if_match(call, pet_id)
-    written = pets.update(call.services.store, pet_id, _body(call), version)
-    return json_answer(200, orjson.dumps(written.pet), [("ETag", order_etag(written.version))])
+    version = _if_match(petId)
+    written = pets.update(services().store, petId, request_json(body), version)
+    return json_response(200, orjson.dumps(written.pet), {"ETag": order_etag(written.version)})
 
 
-@direct
-def adjust_stock(call: Call) -> Answer:
+def adjust_stock(petId: int, body: dict[str, Any], token_info: dict[str, Any]) -> flask.Response:
     """POST /pets/{petId}/adjust-stock: units received or written off, once per
     Idempotency-Key (D33)."""
-    pet_id = call.path_id("petId")
-    key = orders.idempotency_key(call.header(b"idempotency-key"))
-    body = _body(call)
-    written = pets.adjust(call.services.store, pet_id, body["delta"], body.get("reason"),
-                          call.token_info["key_id"], key)
-    headers = [("ETag", order_etag(written.version))]
+    key = orders.idempotency_key(header("Idempotency-Key"))
+    given = request_json(body)
+    written = pets.adjust(services().store, petId, given["delta"], given.get("reason"),
+                          token_info["key_id"], key)
+    headers = {"ETag": order_etag(written.version)}
     if written.replayed:
-        headers.append(("Idempotent-Replayed", "true"))
-    return json_answer(200, orjson.dumps(written.pet), headers)
+        headers["Idempotent-Replayed"] = "true"
+    return json_response(200, orjson.dumps(written.pet), headers)
 
 
-@direct
-def withdraw_pet(call: Call) -> Answer:
+def withdraw_pet(petId: int) -> flask.Response:
     """DELETE /pets/{petId}: the pet takes no new order; again changes nothing (D32)."""
-    pets.withdraw(call.services.store, call.path_id("petId"))
-    return NO_CONTENT
-
-
-def _body(call: Call) -> Any:
-    """The request's body, which validation has found a JSON object."""
-    return json.loads(call.body)
+    pets.withdraw(services().store, petId)
+    return no_content()
 
 
 def _bytes(pet: str | bytes) -> bytes:
     return pet if isinstance(pet, bytes) else pet.encode()
 
 
-def _if_match(call: Call, pet_id: int) -> int | None:
+def _if_match(pet_id: int) -> int | None:
     """The version the request's If-Match allows the change at (conditional.if_match_version)."""
-    return if_match_version(call.header(b"if-match"),
-                            lambda: pets.version(call.services.store, pet_id))
+    return if_match_version(header("If-Match"), lambda: pets.version(services().store, pet_id))

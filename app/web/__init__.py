@@ -28,7 +28,7 @@ from app.core.users import accounts
 from app.web import chain
 from app.web import connexion_internals as internals
 from app.web.bridge import WORKERS, HandlerThreads, WSGIBridge
-from app.web.conditional import Answers, keeping_of
+from app.web.conditional import is_kept
 from app.web.deliverer import Deliverer
 from app.web.deprecation import retirements
 from app.web.encoding import OrjsonJsonifier
@@ -95,9 +95,7 @@ def create_app(settings: Settings | None = None, *,
 
     parts = chain.Parts(
         settings=settings, services=services, threads=threads, watch=watch,
-        answers=Answers(settings.page_cache_bytes),
-        kept={op: found for op, handler in handlers.items()
-              if (found := keeping_of(handler)) is not None},
+        kept=frozenset(op for op, handler in handlers.items() if is_kept(handler)),
         retired=retirements({operation.id: operation.definition
                              for operation in operations()}),
         plans=plans, documents=DOCUMENT_PATHS, pages=pages)

@@ -8,14 +8,16 @@ have them (after). build() refuses a chain whose order breaks one of these, nami
 
 What one layer hands the next is the request's Exchange (exchange.py), not loose scope
 keys. The settings only leave a layer out (CORS without origins, gzip at level 0, quotas
-off); they never change which layer answers a request. An answer comes from one of four
+off); they never change which layer answers a request. An answer comes from one of these
 places, whatever the settings (and the console's pages, D35, leave the chain for their own
 blueprint after the access layer: console.py):
 
-- kept reads: a repeated GET served from its kept answer, before Connexion's routing
-  (repeats.py), or after it (conditional.AnswerCache, which also keeps the answers);
-- the handlers through Flask (bridge.py), every write among them, and the Error bodies of
-  any layer inside Connexion's exception middleware (errors.py).
+- kept answers: a GET of the same shape as one the one way answered, replayed at the same
+  revision before Connexion's routing (answer_cache.py);
+- the handlers through Flask (bridge.py), every write among them: the one way;
+- the Error bodies, all made by errors.py: its handlers for what is raised inside
+  Connexion's exception middleware, its send_error for the layers outside it;
+- CORS preflights (cors.py).
 
 Every one of them passes the answer layer (answering.py) on its way out, so every answer
 gets the same decided headers and, where responses are validated, the same check against
@@ -40,10 +42,10 @@ from app.core.quotas.counters import Quotas
 from app.core.quotas.plans import Plan
 from app.core.services import Services
 from app.web.access import AccessLog
+from app.web.answer_cache import AnswerCache
 from app.web.answering import Answering
 from app.web.bodies import BodyLimit
 from app.web.bridge import HandlerThreads
-from app.web.conditional import AnswerCache, Answers, Keeping
 from app.web.connexion_internals import (
     PreparedRequestValidationMiddleware,
     SpecificFirstSwaggerUIMiddleware,
@@ -57,7 +59,6 @@ from app.web.encoding import Compression, PacedBodies
 from app.web.errors import server_error_handler
 from app.web.longpoll import LongPoll, RevisionWatch
 from app.web.ratelimit import RateLimitMiddleware
-from app.web.repeats import RepeatedReads
 from app.web.routed import Routed
 from app.web.routing import APIS, V2, header_parameters, operations
 from app.web.security import Caller
@@ -82,8 +83,7 @@ class Parts:
     services: Services
     threads: HandlerThreads  # the handler threads of Flask's bridge
     watch: RevisionWatch  # the worker's one watch of the revision (feed, webhooks)
-    answers: Answers  # the kept answers, shared by the two layers that serve them
-    kept: dict[str, Keeping]  # resolved operation id -> what @kept says of its handler
+    kept: frozenset[str]  # the resolved ids of the operations whose handler is @kept
     retired: dict[str, Retirement]  # the operations the documents deprecate (D13)
     plans: dict[str, Plan]  # the plans of the documents' x-plans (D11)
     documents: tuple[str, ...]  # the documents' and UIs' paths (no quota, D9)
@@ -145,10 +145,13 @@ def _writes() -> frozenset[str]:
     return frozenset(operation.id for operation in operations() if operation.writes)
 
 
-def _kept_reads(parts: Parts) -> Any:
-    return functools.partial(RepeatedReads, store=parts.services.store, answers=parts.answers,
-                             headers=header_parameters(),
-                             long_way=frozenset(parts.retired) | _writes())
+def _kept_answers(parts: Parts) -> Any:
+    # Neither a deprecated operation's answers (its sunset, D13) nor a write's are kept.
+    get_headers = frozenset(name for operation in operations() if operation.method == "GET"
+                            for name in header_parameters()[operation.id])
+    return functools.partial(AnswerCache, store=parts.services.store,
+                             kept=parts.kept - frozenset(parts.retired) - _writes(),
+                             headers=get_headers, max_bytes=parts.settings.page_cache_bytes)
 
 
 LAYERS: tuple[Layer, ...] = (
@@ -176,7 +179,8 @@ LAYERS: tuple[Layer, ...] = (
           _quotas, needs=(CALLER,), gives=(COUNTED,)),
     Layer("long polls", "the feed's empty pages held until a change, counted once",
           _long_poll, needs=(EXCHANGE,), after=("quotas",)),
-    Layer("kept reads", "a repeated GET answered from its kept answer", _kept_reads,
+    Layer("kept answers", "a GET of a shape the one way answered, replayed at the same "
+          "revision; the one way's answers to @kept reads kept", _kept_answers,
           needs=(CALLER,), after=("quotas", "long polls")),
     Layer("errors", "Connexion's exception middleware: exceptions become Error bodies",
           _with(ExceptionMiddleware), gives=(ERRORS,)),
@@ -197,10 +201,6 @@ LAYERS: tuple[Layer, ...] = (
     Layer("validation", "Connexion's request validation, its validators built once",
           _with(PreparedRequestValidationMiddleware), needs=(BOUNDED, ERRORS),
           gives=(VALIDATED,)),
-    Layer("kept answers", "keeps the answers of @kept reads, serves them again, 304s",
-          lambda parts: functools.partial(AnswerCache, store=parts.services.store,
-                                          operations=parts.kept, answers=parts.answers),
-          needs=(OPERATION, SECURED, VALIDATED)),
     Layer("lifespan", "Connexion's lifespan: the deliverer starts and stops with the worker",
           _with(LifespanMiddleware)),
     Layer("context", "Connexion's context for the Flask handlers, then Flask through the "
@@ -211,7 +211,7 @@ LAYERS: tuple[Layer, ...] = (
 # The layers that only answer sooner what the layers after them would answer: the served
 # chain without them is the long way, which tests/web/test_fast_answers.py holds every
 # fast answer to, for every operation of the documents.
-FAST = frozenset({"kept reads", "kept answers"})
+FAST = frozenset({"kept answers"})
 LONG_WAY = tuple(layer for layer in LAYERS if layer.name not in FAST)
 
 

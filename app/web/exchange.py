@@ -39,15 +39,15 @@ class Exchange:
     caller: KeyCheck | None = None
     caller_error: StoreUnavailable | None = None
     # The operation the request was found to be: by Connexion's router (the routed layer),
-    # or by a layer that answers before it (kept reads, early writes).
+    # or by the kept answers' layer, which replays an answer before it.
     operation: Operation | None = None
     # The feed's handler: its page is empty and the request asked to wait, so the long
     # polls layer holds the answer until the revision passes this one, for these seconds.
     wait: tuple[int, float] | None = None
     # The answer's status, as the answer layer saw it go out (500 until then).
     status: int = 500
-    # Which fast layer answered (chain.FAST): "kept" (a kept answer), "early" (a plainly
-    # valid write); "console" for the console's pages (D35); None for the long way. The
+    # Which fast layer answered (chain.FAST): "kept" (a kept answer replayed); "console"
+    # for the console's pages (D35); None for the long way. The
     # access line says it.
     answered_by: str | None = None
 

@@ -67,7 +67,7 @@ def bearer_token(scope: Scope) -> str | None:
 
 class Caller:
     """Looks up what the request's bearer token opens, once, for every layer after it:
-    the quotas count against the key, kept reads and early writes answer only a valid key,
+    the quotas count against the key, the kept answers are replayed only to a valid key,
     and the bearer check reads it. A request without one token reads as no key."""
 
     def __init__(self, app: ASGIApp, *, keyring: Keyring) -> None:

@@ -26,7 +26,7 @@ from connexion.utils import get_function_from_name
 
 from app.core import orders
 from app.core.config import Settings
-from app.web.conditional import keeping_of
+from app.web.conditional import is_kept
 from app.web.routing import Operation, operations
 from tests.web.conftest import ORDERS, compared_headers, served_and_long_way
 
@@ -188,7 +188,7 @@ def _fast_operations() -> dict[str, str]:
     found = {}
     for operation in operations():
         handler = get_function_from_name(operation.id)
-        if keeping_of(handler) is not None:
+        if is_kept(handler):
             found[operation.id] = "kept"
     return found
 

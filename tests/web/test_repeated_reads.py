@@ -1,4 +1,4 @@
-"""Repeated reads answered from their kept answer right after the quotas (app/web/repeats.py):
+"""Repeated reads replayed from their kept answer right after the quotas (app/web/answer_cache.py):
 each answers as the long way would, with its own request id, rate-limit headers and access
 line, and whatever could tell a request apart from the one whose answer was kept still
 goes the long way. Every response is validated against the YAML."""

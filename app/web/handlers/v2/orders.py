@@ -14,7 +14,7 @@ from app.web.conditional import if_match_version, kept, order_etag, tagged_json
 from app.web.handlers import header, json_response, next_link, no_content, request_json, services
 
 
-@kept()
+@kept
 def list_orders(limit: int = paging.LIMIT_DEFAULT, cursor: str | None = None,
                 status: list[str] | None = None, petId: int | None = None,
                 complete: bool | None = None, shipDateFrom: str | None = None,
@@ -28,7 +28,7 @@ def list_orders(limit: int = paging.LIMIT_DEFAULT, cursor: str | None = None,
     return tagged_json(body, {"Link": next_link(page.next)} if page.next else None)
 
 
-@kept()
+@kept
 def get_order(orderId: int) -> flask.Response:
     """GET /store/orders/{orderId}: one order, with the strong ETag of its version."""
     order, version = orders.get_versioned(services().store, orderId)

@@ -14,7 +14,7 @@ from app.web.conditional import if_match_version, kept, order_etag, tagged_json
 from app.web.handlers import header, json_response, next_link, no_content, request_json, services
 
 
-@kept()
+@kept
 def list_pets(limit: int = paging.LIMIT_DEFAULT, cursor: str | None = None,
               status: list[str] | None = None, tag: list[str] | None = None,
               category: str | None = None) -> flask.Response:
@@ -26,14 +26,14 @@ def list_pets(limit: int = paging.LIMIT_DEFAULT, cursor: str | None = None,
     return tagged_json(body, {"Link": next_link(page.next)} if page.next else None)
 
 
-@kept()
+@kept
 def get_pet(petId: int) -> flask.Response:
     """GET /pets/{petId}: one pet, with the strong ETag of its version."""
     pet, version = pets.get_versioned(services().store, petId)
     return tagged_json(orjson.dumps(pet), tag=order_etag(version))
 
 
-@kept()
+@kept
 def get_inventory() -> flask.Response:
     """GET /store/inventory: units by order status and the tracked stock, of one moment."""
     return tagged_json(orjson.dumps(pets.inventory(services().store)))

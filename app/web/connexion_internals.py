@@ -101,13 +101,6 @@ def routed_base_path(scope: Scope) -> str | None:
     return ((scope.get("extensions") or {}).get(ROUTING) or {}).get("api_base_path")
 
 
-def operation_definition(operation: Any) -> dict[str, Any]:
-    """The YAML definition of an operation handed to a Resolver: Connexion keeps it only
-    in the private attribute _operation."""
-    definition: dict[str, Any] = operation._operation
-    return definition
-
-
 # path parameters and routing -------------------------------------------------------------
 
 

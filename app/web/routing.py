@@ -16,7 +16,7 @@ from typing import Any
 from connexion.resolver import Resolver
 
 from app.core import yamltext
-from app.web.connexion_internals import operation_definition, resolved
+from app.web.connexion_internals import resolved
 
 SNAKE_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 HANDLERS = "app.web.handlers"
@@ -147,6 +147,9 @@ class TagResolver(Resolver):
     def __init__(self, package: str = HANDLERS) -> None:
         super().__init__()
         self.package = package
+        # operationId -> resolved id, for Connexion, which hands over an operation whose
+        # tags it keeps in no public attribute: the operations of this package's document.
+        self.resolved: dict[str, str] = {}
 
     def handler_for(self, definition: dict[str, Any]) -> str:
         """The dotted name of the handler of an operation, from its YAML definition."""
@@ -154,4 +157,7 @@ class TagResolver(Resolver):
         return f"{self.package}.{snake_case(tags[0])}.{snake_case(definition['operationId'])}"
 
     def resolve_operation_id(self, operation: Any) -> str:
-        return self.handler_for(operation_definition(operation))
+        if not self.resolved:
+            self.resolved = {o.definition["operationId"]: o.id for o in operations()
+                             if o.api.handlers == self.package}
+        return self.resolved[operation.operation_id]

@@ -36,6 +36,7 @@ from app.web.errors import register_error_handlers
 from app.web.handlers import SERVICES
 from app.web.longpoll import RevisionWatch
 from app.web.routing import APIS, OPENAPI_DIR, OPS, V1, TagResolver, documents, operations
+from app.web.security import SECURITY_MAP
 
 # What Connexion serves of each contract besides its operations: the document and its UI.
 DOCUMENT_PATHS = tuple(f"{api.base_path}{served}" for api in APIS if api.metered
@@ -132,7 +133,7 @@ def create_app(settings: Settings | None = None, *,
             base_path=api.base_path,
             resolver=TagResolver(api.handlers),
             uri_parser_class=internals.StrictURIParser,
-            security_map=internals.SECURITY_MAP,
+            security_map=SECURITY_MAP,
             validator_map=internals.VALIDATOR_MAP,
             validate_responses=settings.validate_responses,
             strict_validation=api.strict,

@@ -23,8 +23,7 @@ Each piece names the Connexion behaviour or issue that forces it:
 - Per-request setup. The decorator chain of an operation, with three inspect.signature
   calls, is rebuilt on every request, and Flask view functions are registered only on the
   first request. The request validator builds a URI parser and a parameter validator for
-  every request. (PreparedFlaskDecorator, prepare_operations, BearerSecurity,
-  PreparedRequestValidation)
+  every request. (PreparedFlaskDecorator, prepare_operations, PreparedRequestValidation)
 - The bridge. FlaskApp serves Flask through a2wsgi, three thread trips a response; the
   one attribute that holds it is private. (install_bridge)
 - The document server runs Starlette's router over every mount for every request, a
@@ -60,7 +59,6 @@ from connexion.middleware.response_validation import (
 )
 from connexion.middleware.routing import RoutingMiddleware
 from connexion.middleware.swagger_ui import SwaggerUIMiddleware
-from connexion.security import AbstractSecurityHandler, BearerSecurityHandler
 from connexion.uri_parsing import OpenAPIURIParser
 from connexion.utils import is_null, is_nullable
 from connexion.validators import VALIDATOR_MAP as CONNEXION_VALIDATORS
@@ -456,20 +454,6 @@ class PreparedRequestValidationMiddleware(RequestValidationMiddleware):
 
 
 # per-request setup, done once --------------------------------------------------------------
-
-
-class BearerSecurity(BearerSecurityHandler):
-    """Connexion's bearer check, unchanged but for one thing: it asks whether the info
-    function takes `required_scopes` and `request` by reading its signature, twice per
-    request; the answer is read once here."""
-
-    @staticmethod
-    @functools.cache
-    def _accepts_kwarg(func: Callable[..., Any], keyword: str) -> bool:
-        return AbstractSecurityHandler._accepts_kwarg(func, keyword)
-
-
-SECURITY_MAP = {"bearer": BearerSecurity}
 
 
 class CachedNamesParameterDecorator(SyncParameterDecorator):

@@ -215,6 +215,43 @@ FAST = frozenset({"kept answers"})
 LONG_WAY = tuple(layer for layer in LAYERS if layer.name not in FAST)
 
 
+@dataclass(frozen=True)
+class AnswerSite:
+    """One place an answer is written (its status line and headers made), and the modules
+    of app/web that write it; tests/web/test_chain.py finds every module that writes one
+    and holds this list to them."""
+
+    name: str
+    what: str
+    modules: tuple[str, ...]  # paths under app/web; () where Connexion writes it
+    api: bool = True  # False: beside the API (the console, the documents, the server)
+
+
+ANSWER_SITES: tuple[AnswerSite, ...] = (
+    AnswerSite("handler", "the operation's handler, reached one way: routing, security, "
+               "validation, then Flask through the bridge", ("handlers/", "conditional.py",
+                                                            "bridge.py")),
+    AnswerSite("kept answer", "a GET replayed from the answer the one way gave a request "
+               "of the same shape, at the same revision", ("answer_cache.py",)),
+    AnswerSite("error", "the Error body of anything raised, whichever layer raised it",
+               ("errors.py",)),
+    AnswerSite("CORS preflight", "an OPTIONS preflight from an allowed origin, or its "
+               "refusal", ("cors.py",)),
+    AnswerSite("quotas' refusals", "429 over quota or banned, 503 without quota storage, "
+               "written by the quotas layer itself, not yet by the error site",
+               ("ratelimit.py",)),
+    AnswerSite("deprecation's 410", "410 past an operation's sunset, written by the "
+               "deprecation layer itself, not yet by the error site",
+               ("deprecation.py",)),
+    AnswerSite("console page", "the owner's pages (D35), from their Flask app, and the 500 "
+               "page of a failure it did not answer", ("console.py",), api=False),
+    AnswerSite("documents", "the documents and Swagger UI, by Connexion's SwaggerUI "
+               "middleware", (), api=False),
+    AnswerSite("server refusal", "431 for a request head over PETSTORE_HEAD_MAX_BYTES, "
+               "before the app (the worker)", ("worker.py",), api=False),
+)
+
+
 def check(layers: Iterable[Layer]) -> None:
     """Refuse a chain in which a layer comes before what it relies on."""
     chain = list(layers)

@@ -51,8 +51,8 @@ class BearerCheck(BearerSecurityHandler):
     """The bearer check of the documents' bearerAuth scheme, through Connexion's public
     security_map: the function its x-bearerInfoFunc names, called with the token and the
     request. Connexion's own handler asks, on every request, whether that function takes
-    `required_scopes` and `request` by reading its signature twice (a third of a kept
-    answer's cost, issue 57); here the answer is known."""
+    `required_scopes` and `request` by reading its signature twice, which costs more than
+    the check itself; here the answer is known."""
 
     def get_fn(self, security_scheme: dict[str, Any], required_scopes: Any) -> Any:
         info = get_function_from_name(security_scheme[self.security_definition_key])

@@ -6,7 +6,9 @@
   `petstore` command, walked from click's own command tree;
 - `<!-- import-contracts -->` becomes the import-linter contracts of pyproject.toml;
 - `<!-- request-path -->` becomes the table of the request path's layers, in request order,
-  from app/web/chain.py's LAYERS (what each does, needs and gives).
+  from app/web/chain.py's LAYERS (what each does, needs and gives);
+- `<!-- answer-sites -->` becomes the table of the places an answer is written, from
+  app/web/chain.py's ANSWER_SITES.
 
 So a setting or a command group added anywhere is on the site the next time it is built,
 and tests/test_docs.py checks both renderings against the code, both ways. The hook also
@@ -25,12 +27,13 @@ import click
 
 from app.cli import main as petstore
 from app.core.config import SETTINGS
-from app.web.chain import FAST, LAYERS
+from app.web.chain import ANSWER_SITES, FAST, LAYERS
 
 SETTINGS_MARKER = "<!-- settings -->"
 CLI_MARKER = "<!-- cli-reference -->"
 CONTRACTS_MARKER = "<!-- import-contracts -->"
 PATH_MARKER = "<!-- request-path -->"
+ANSWERS_MARKER = "<!-- answer-sites -->"
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 # src= or href= of a tag that the browser loads by itself (not a link a reader follows).
@@ -149,6 +152,17 @@ def request_path() -> str:
     return "\n".join(lines)
 
 
+def answer_sites() -> str:
+    """The places an answer is written, as a Markdown table (app/web/chain.py's
+    ANSWER_SITES)."""
+    lines = ["| Where | What | Written in | For |", "|---|---|---|---|"]
+    for site in ANSWER_SITES:
+        written = ", ".join(f"`app/web/{m}`" for m in site.modules) or "Connexion"
+        lines.append(f"| **{site.name}** | {_cell(site.what)} | {written} | "
+                     f"{'the API' if site.api else 'beside the API'} |")
+    return "\n".join(lines)
+
+
 def on_page_markdown(markdown: str, **_: Any) -> str:
     """mkdocs: put the rendered tables in place of their markers."""
     if SETTINGS_MARKER in markdown:
@@ -159,6 +173,8 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
         markdown = markdown.replace(CONTRACTS_MARKER, import_contracts())
     if PATH_MARKER in markdown:
         markdown = markdown.replace(PATH_MARKER, request_path())
+    if ANSWERS_MARKER in markdown:
+        markdown = markdown.replace(ANSWERS_MARKER, answer_sites())
     return markdown
 
 

@@ -3,8 +3,10 @@ is built, and a kept answer goes only to the key it was made for."""
 
 from __future__ import annotations
 
+import ast
 import logging
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -62,3 +64,39 @@ def test_a_kept_answer_is_served_only_to_the_key_it_was_made_for(
     answered = [(r.key_id, r.answered_by) for r in caplog.records
                 if r.name == "petstore.access"]
     assert answered == [(1, "long"), (1, "kept"), (2, "long"), (2, "kept")]
+
+
+def _writes_an_answer(tree: ast.AST) -> bool:
+    """Whether a module makes an answer of its own: an ASGI response start it builds, a
+    response object it constructs, an Error it sends, or a refusal the worker writes."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict) and any(
+                isinstance(k, ast.Constant) and k.value == "type"
+                and isinstance(v, ast.Constant) and v.value == "http.response.start"
+                for k, v in zip(node.keys, node.values, strict=True)):
+            return True
+        if isinstance(node, ast.Call):
+            called = node.func
+            name = called.attr if isinstance(called, ast.Attribute) else getattr(
+                called, "id", None)
+            if name in ("Response", "send_error", "write_refusal", "json_response"):
+                return True
+    return False
+
+
+def _site_of(path: Path) -> str:
+    relative = path.relative_to(WEB).as_posix()
+    return "handlers/" if relative.startswith("handlers/") else relative
+
+
+WEB = Path(__file__).resolve().parents[2] / "app" / "web"
+
+
+def test_every_module_that_writes_an_answer_is_a_declared_answer_site() -> None:
+    writers = {_site_of(path) for path in WEB.rglob("*.py")
+               if _writes_an_answer(ast.parse(path.read_text(encoding="utf-8")))}
+    declared = {module for site in chain.ANSWER_SITES for module in site.modules}
+    assert writers - declared == set(), "writes answers but is no declared answer site"
+    assert declared - writers == set(), "declared as an answer site but writes none"
+    api_sites = [site.name for site in chain.ANSWER_SITES if site.api]
+    assert {"handler", "kept answer", "error"} <= set(api_sites)

@@ -18,12 +18,14 @@ from schemathesis.generation import GenerationMode
 from app.core.config import Settings
 from app.core.storage import open_store
 from app.web import create_app
-from tests.contract.widenings import V2_OPERATIONS
+from tests.contract.widenings import KEEPS_AFTER_DELETE, V2_OPERATIONS, v2_operations
 from tests.support import make_key
 
 pytestmark = pytest.mark.contract
 
 MAX_EXAMPLES = 100  # per operation and phase; the whole module takes well under two minutes
+# v2's operations left out of the stateful phase, each with its reason (at the run below).
+NOT_WALKED = ("withdrawPet",)
 # Every check runs on every operation, with v2's expectations widened where no JSON Schema
 # can say what the service refuses (tests/contract/widenings.py, shared with the CLI's run).
 
@@ -136,7 +138,8 @@ def test_stateful_sequences_follow_the_contract(contract: dict[str, Any], versio
         # over a store that has moved on, draws other values (FlakyStrategyDefinition, in
         # every run). It keeps its stateless phases here and its tests in
         # tests/web/test_pets_v2.py.
-        schema = schema.exclude(operation_id="withdrawPet")
+        for operation_id in NOT_WALKED:
+            schema = schema.exclude(operation_id=operation_id)
     machine = schema.as_state_machine()  # its key: the configuration's auth
     # Derandomized: the same sequences every run. The sequences' ids come from the
     # service's answers (the links), so a replay against a store that has moved on draws
@@ -147,3 +150,15 @@ def test_stateful_sequences_follow_the_contract(contract: dict[str, Any], versio
         max_examples=MAX_EXAMPLES, deadline=None, stateful_step_count=6, derandomize=True,
         suppress_health_check=list(hypothesis.HealthCheck),
     ))
+
+
+def test_every_operation_named_by_the_runs_is_one_of_v2s() -> None:
+    """The few operations and paths named as exceptions name some of v2's, so that a
+    renamed or removed one fails here rather than excepting nothing."""
+    ids = {operation.definition["operationId"] for operation in v2_operations()}
+    assert set(NOT_WALKED) <= ids, set(NOT_WALKED) - ids
+    deletes = {operation.template.removeprefix("/v2") for operation in v2_operations()
+               if operation.method == "DELETE"}
+    assert set(KEEPS_AFTER_DELETE) <= deletes, set(KEEPS_AFTER_DELETE) - deletes
+    widened = {entry["include-operation-id"] for entry in V2_OPERATIONS}
+    assert widened <= ids and "placeOrder" in widened

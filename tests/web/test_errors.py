@@ -6,6 +6,8 @@ hold. Every response is validated against its document."""
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from app.core import problems
 from app.core.errors import PetstoreError
 from app.core.storage import Store
 from app.web.errors import translation
-from app.web.routing import OPENAPI_DIR, V2
+from app.web.routing import OPENAPI_DIR, V1, V2
 from tests.support import assert_error
 
 LIST = "/v2/store/orders"
@@ -239,6 +241,68 @@ def test_the_errors_page_lists_every_code_and_every_rule() -> None:
         assert f"| `{code}` |" in page, f"{code} is not in docs/errors.md's codes"
     for rule in problems.RULES:
         assert f"`{rule}`" in page, f"the rule {rule} is not in docs/errors.md"
+
+
+ERROR_ROW = re.compile(r"^\| `([a-z_]+)` \| (\d{3}) \|", re.MULTILINE)
+CODE = re.compile(r"[a-z]+(_[a-z]+)*")
+# The codes answered outside the documents' operations, each with its reason: the worker's
+# 431 for a request head past its bound is written before any application sees the
+# request (D27; docs/running/clients.md says it).
+OUTSIDE_THE_DOCUMENTS = frozenset({"request_header_fields_too_large"})
+
+
+def _codes_of(api: Any) -> list[str]:
+    document = yaml.safe_load((OPENAPI_DIR / api.document).read_text())
+    return list(document["components"]["schemas"]["Error"]["properties"]["code"][
+        "x-extensible-enum"])
+
+
+def _status_and_code(status: ast.expr, code: ast.expr) -> tuple[int, str] | None:
+    if (isinstance(status, ast.Constant) and isinstance(status.value, int)
+            and 400 <= status.value < 600 and isinstance(code, ast.Constant)
+            and isinstance(code.value, str) and CODE.fullmatch(code.value)):
+        return status.value, code.value
+    return None
+
+
+def _codes_the_service_writes() -> dict[str, set[int]]:
+    """Every Error code app/ writes, with its statuses: a status and a code side by side
+    in a call (error_response(404, "not_found", ...), send_error(send, 410, "gone", ...), a
+    Translation of DOMAIN_ERRORS), or a status's (code, message) in a table."""
+    found: dict[str, set[int]] = {}
+    for source in (Path(__file__).resolve().parents[2] / "app").rglob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text())):
+            pairs: list[tuple[ast.expr, ast.expr]] = []
+            if isinstance(node, ast.Call):
+                pairs = list(zip(node.args, node.args[1:], strict=False))
+            elif isinstance(node, ast.Dict):
+                pairs = [(key, value.elts[0]) for key, value in zip(node.keys, node.values,
+                                                                    strict=True)
+                         if key is not None and isinstance(value, ast.Tuple) and value.elts]
+            for status, code in pairs:
+                if (written := _status_and_code(status, code)) is not None:
+                    found.setdefault(written[1], set()).add(written[0])
+    return found
+
+
+def test_a_code_is_in_the_documents_the_errors_page_and_the_code_alike() -> None:
+    """A new Error code is written in four places: app/ (a row of DOMAIN_ERRORS, or an
+    answer of its own), v2's Error.code (and v1's where v1 answers it), and the table of
+    docs/errors.md with its status. A code in one and not the others fails here."""
+    v2 = set(_codes_of(V2))
+    page = (Path(__file__).resolve().parents[2] / "docs" / "errors.md").read_text()
+    rows = {code: int(status) for code, status in ERROR_ROW.findall(page)}
+    written = _codes_the_service_writes()
+    assert {"order_not_found", "invalid_request", "rate_limit_exceeded"} <= set(written)
+    assert set(written) >= OUTSIDE_THE_DOCUMENTS, "an exception here that nothing writes"
+    assert sorted(set(written) - v2 - OUTSIDE_THE_DOCUMENTS) == [], (
+        "codes the service writes that v2 does not list")
+    assert sorted(v2 - set(written)) == [], "codes v2 lists that the service never writes"
+    assert sorted(set(rows) ^ v2) == [], "docs/errors.md's codes differ from v2's"
+    assert set(_codes_of(V1)) <= v2
+    for code, statuses in written.items():
+        assert code in OUTSIDE_THE_DOCUMENTS or statuses <= {rows[code]}, (
+            f"{code}: docs/errors.md says {rows[code]}")
 
 
 def _subclasses(kind: type[Any]) -> set[type[Any]]:

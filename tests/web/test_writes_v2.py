@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from app.core.storage import Store
+from app.web.routing import operations
 from tests.support import assert_error, wrap_store
+from tests.web.test_fast_answers import requests_for
 from tests.web.test_key_lifecycle import read_key
 
 LIST = "/v2/store/orders"
@@ -180,11 +182,21 @@ def test_a_key_being_placed_is_409_in_use_with_retry_after(
     assert place(client, auth).headers["idempotent-replayed"] == "true"
 
 
-def test_a_read_key_may_not_place_ship_or_complete(client: Any, store: Store) -> None:
+def test_a_read_key_may_not_call_any_operation_that_needs_write(
+        client: Any, store: Store) -> None:
+    """Walked from the documents: a valid request to every operation marked x-scope: write
+    (placing, shipping, completing and cancelling orders among them) is 403
+    insufficient_scope for a read key, and changes nothing."""
     auth = {"Authorization": f"Bearer {read_key(store)}"}
-    for response in (place(client, auth), client.post(f"{LIST}/1/ship", headers=auth),
-                     client.post(f"{LIST}/2/complete", headers=auth)):
+    writes = [operation for operation in operations() if operation.writes]
+    assert {"POST", "DELETE"} <= {operation.method for operation in writes}
+    before = client.get(f"{LIST}?limit=100", headers=auth).json()
+    for operation in writes:
+        method, path, headers, body, _ = next(requests_for(operation, 1))  # the valid one
+        response = client.request(method, path, headers=[*headers, *auth.items()],
+                                  content=body)
         assert_error(response, 403, "insufficient_scope")
+    assert client.get(f"{LIST}?limit=100", headers=auth).json() == before
 
 
 # ship, complete, If-Match --------------------------------------------------------------

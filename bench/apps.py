@@ -267,16 +267,18 @@ def verdict(name: str, results: dict[str, dict[str, list[Load]]],
     """Whether an app is within 5% of the baseline (AsyncApp) on every row: at least 0.95x
     its requests a second and at most 1.05x its p99. (The CPU a request is printed beside
     them: on a busy machine it moves less than the rates do.)"""
-    misses = []
+    misses, cpus = [], []
     for scenario, by_app in results.items():
-        rps, p99, _ = _ratios(by_app[name], by_app[baseline])
+        rps, p99, cpu = _ratios(by_app[name], by_app[baseline])
+        cpus.append(cpu)
         if rps < 1 - WITHIN:
             misses.append(f"{scenario}: {rps:.2f}x the req/s")
         if p99 > 1 + WITHIN:
             misses.append(f"{scenario}: {p99:.2f}x the p99")
+    cpu_range = f"(its CPU a request: {min(cpus):.2f}x to {max(cpus):.2f}x {baseline}'s)"
     if not misses:
-        return f"{name}: within 5% of {baseline} on every row"
-    return f"{name}: NOT within 5% of {baseline}: " + "; ".join(misses)
+        return f"{name}: within 5% of {baseline} on every row {cpu_range}"
+    return f"{name}: NOT within 5% of {baseline} {cpu_range}: " + "; ".join(misses)
 
 
 if __name__ == "__main__":

@@ -20,8 +20,11 @@ document and handlers are served by:
 Each runs as the service runs (gunicorn with the service's settings and uvicorn worker, one
 worker pinned to one core, wrk pinned to the other), all side by side, taking turns under
 load round by round; a row gives the median of the rounds, and its ratios are the medians
-of each round's ratio to AsyncApp's run of the same round. The machine's load average is
-printed before and after: on a shared machine only the ratios hold.
+of each round's ratio to AsyncApp's run of the same round. A FlaskApp is within 5% of
+AsyncApp (issue 57's rule for keeping it) when on every row its requests a second are at
+least 0.95x AsyncApp's, and its p99 and the worker's CPU a request at most 1.05x. The
+machine's load average is printed before and after: on a shared machine only the ratios
+hold, and on a busy one the CPU a request best of them.
 
     python -m bench.apps [--runs 3] [--seconds 3] [--connections 16] [--apps flask,async]
 """
@@ -234,6 +237,9 @@ def main() -> None:
           f"after: {load_after}")
     print(table(rows(results)))
     print()
+    warning = busy()
+    if warning:
+        print(warning)
     for name in apps:
         if name.startswith("FlaskApp"):
             print(verdict(name, results))
@@ -265,20 +271,32 @@ def rows(results: dict[str, dict[str, list[Load]]]) -> list[tuple[str, Load, str
 def verdict(name: str, results: dict[str, dict[str, list[Load]]],
             baseline: str = BASELINE) -> str:
     """Whether an app is within 5% of the baseline (AsyncApp) on every row: at least 0.95x
-    its requests a second and at most 1.05x its p99. (The CPU a request is printed beside
-    them: on a busy machine it moves less than the rates do.)"""
-    misses, cpus = [], []
+    its requests a second, at most 1.05x its p99 and at most 1.05x the worker's CPU a
+    request. The CPU is what a request costs the worker, and what bounds its rate on a core
+    of its own; on a shared, busy core the rate and the tail measure the scheduler as much
+    as the app (a worker with more threads gets more turns), and the CPU moves least."""
+    misses = []
     for scenario, by_app in results.items():
         rps, p99, cpu = _ratios(by_app[name], by_app[baseline])
-        cpus.append(cpu)
         if rps < 1 - WITHIN:
             misses.append(f"{scenario}: {rps:.2f}x the req/s")
         if p99 > 1 + WITHIN:
             misses.append(f"{scenario}: {p99:.2f}x the p99")
-    cpu_range = f"(its CPU a request: {min(cpus):.2f}x to {max(cpus):.2f}x {baseline}'s)"
+        if cpu > 1 + WITHIN:
+            misses.append(f"{scenario}: {cpu:.2f}x the CPU a request")
     if not misses:
-        return f"{name}: within 5% of {baseline} on every row {cpu_range}"
-    return f"{name}: NOT within 5% of {baseline} {cpu_range}: " + "; ".join(misses)
+        return f"{name}: within 5% of {baseline} on every row"
+    return f"{name}: NOT within 5% of {baseline}: " + "; ".join(misses)
+
+
+def busy() -> str | None:
+    """A warning when the machine ran more than it has cores (the load average over the
+    last minute), when the rates are the scheduler's as much as the apps'."""
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if load <= cores:
+        return None
+    return (f"The machine was busy (load {load:.1f} on {cores} cores): the req/s and p99 "
+            "ratios swing from run to run; the CPU a request is the steadier figure.")
 
 
 if __name__ == "__main__":

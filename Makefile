@@ -112,6 +112,7 @@ clean:
 ## AGAINST=REV also serves the service as it was at commit REV, for before/after ratios.
 bench: $(STAMP)
 	$(BIN)/python -m bench.service $(if $(AGAINST),--against $(AGAINST))
+	$(BIN)/python -m bench.apps
 	$(BIN)/python -m bench.quotas
 	$(BIN)/python -m bench.stores
 	$(BIN)/python -m bench.v2

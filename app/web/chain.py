@@ -8,20 +8,26 @@ have them (after). build() refuses a chain whose order breaks one of these, nami
 
 What one layer hands the next is the request's Exchange (exchange.py), not loose scope
 keys. The settings only leave a layer out (CORS without origins, gzip at level 0, quotas
-off); they never change which layer answers a request. An answer comes from one of these
-places, whatever the settings (and the console's pages, D35, leave the chain for their own
-blueprint after the access layer: console.py):
+off); they never change which layer answers a request. An API request's answer comes from
+one of these places (ANSWER_SITES below), whatever the settings (and the console's pages,
+D35, leave the chain for their own blueprint after the access layer: console.py):
 
 - kept answers: a GET of the same shape as one the one way answered, replayed at the same
   revision before Connexion's routing (answer_cache.py);
 - the handlers through Flask (bridge.py), every write among them: the one way;
-- the Error bodies, all made by errors.py: its handlers for what is raised inside
-  Connexion's exception middleware, its send_error for the layers outside it;
-- CORS preflights (cors.py).
+- the errors layer, Connexion's exception middleware right inside the answer layer: every
+  layer inside it refuses a request by raising (the quotas' 429 and 503, the routed
+  layer's 404, deprecation's 410, the bearer check's 401 and 403, the body limit's 413,
+  validation's 400, the handlers' domain exceptions), and errors.py's handlers make the
+  Error body;
+- CORS preflights, answered by the CORS layer (a refused one with errors.py's Error).
 
-Every one of them passes the answer layer (answering.py) on its way out, so every answer
-gets the same decided headers and, where responses are validated, the same check against
-the document. docs/house/request-path.md walks the chain with a request.
+Only the server errors layer's last-resort 500 (errors.py's too) is made elsewhere. All
+but the CORS preflights and that 500 pass the answer layer (answering.py) on their way
+out, so they get the same decided headers (the request id, the rate limits, deprecation's,
+which the layers that decide them put on the Exchange before they pass on or raise) and,
+where responses are validated, the same check against the document.
+docs/house/request-path.md walks the chain with a request.
 """
 
 from __future__ import annotations
@@ -173,17 +179,18 @@ LAYERS: tuple[Layer, ...] = (
           _compression),
     Layer("answer", "the decided headers on every answer, which is checked against the "
           "document where responses are validated", _with(Answering), needs=(EXCHANGE,)),
+    Layer("errors", "Connexion's exception middleware: whatever a layer inside it raises, "
+          "a refusal or a fault, becomes an Error body (errors.py)",
+          _with(ExceptionMiddleware), gives=(ERRORS,)),
     Layer("caller", "the bearer token looked up once", lambda parts: functools.partial(
         Caller, keyring=parts.services.keyring), needs=(EXCHANGE,), gives=(CALLER,)),
     Layer("quotas", "counts the request, 429 over quota, bans, the rate-limit headers",
-          _quotas, needs=(CALLER,), gives=(COUNTED,)),
+          _quotas, needs=(CALLER, ERRORS), gives=(COUNTED,)),
     Layer("long polls", "the feed's empty pages held until a change, counted once",
           _long_poll, needs=(EXCHANGE,), after=("quotas",)),
     Layer("kept answers", "a GET of a shape the one way answered, replayed at the same "
           "revision; the one way's answers to @kept reads kept", _kept_answers,
           needs=(CALLER,), after=("quotas", "long polls")),
-    Layer("errors", "Connexion's exception middleware: exceptions become Error bodies",
-          _with(ExceptionMiddleware), gives=(ERRORS,)),
     Layer("documents", "the documents and Swagger UI", _with(SpecificFirstSwaggerUIMiddleware)),
     Layer("routing", "Connexion's router, strict about integers and slashes (D7)",
           _with(StrictRoutingMiddleware), needs=(ERRORS,), gives=(ROUTED,)),
@@ -193,7 +200,7 @@ LAYERS: tuple[Layer, ...] = (
           needs=(EXCHANGE, ROUTED, ERRORS), gives=(OPERATION,)),
     Layer("deprecation", "Deprecation and Sunset headers, 410 past the sunset (D13)",
           lambda parts: functools.partial(Deprecations, retired=parts.retired),
-          needs=(OPERATION,)),
+          needs=(OPERATION, ERRORS)),
     Layer("security", "Connexion's bearer check over the caller's key (security.py)",
           _with(SecurityMiddleware), needs=(CALLER, OPERATION, ERRORS), gives=(SECURED,)),
     Layer("body limit", "a body of at most 16 KiB, UTF-8 where JSON (D22)", _with(BodyLimit),
@@ -233,16 +240,11 @@ ANSWER_SITES: tuple[AnswerSite, ...] = (
                                                             "bridge.py")),
     AnswerSite("kept answer", "a GET replayed from the answer the one way gave a request "
                "of the same shape, at the same revision", ("answer_cache.py",)),
-    AnswerSite("error", "the Error body of anything raised, whichever layer raised it",
-               ("errors.py",)),
+    AnswerSite("error", "the Error body of anything raised, whichever layer raised it (the "
+               "quotas' 429 and 503 and deprecation's 410 among them): the errors layer's, "
+               "and the server errors layer's last-resort 500", ("errors.py",)),
     AnswerSite("CORS preflight", "an OPTIONS preflight from an allowed origin, or its "
                "refusal", ("cors.py",)),
-    AnswerSite("quotas' refusals", "429 over quota or banned, 503 without quota storage, "
-               "written by the quotas layer itself, not yet by the error site",
-               ("ratelimit.py",)),
-    AnswerSite("deprecation's 410", "410 past an operation's sunset, written by the "
-               "deprecation layer itself, not yet by the error site",
-               ("deprecation.py",)),
     AnswerSite("console page", "the owner's pages (D35), from their Flask app, and the 500 "
                "page of a failure it did not answer", ("console.py",), api=False),
     AnswerSite("documents", "the documents and Swagger UI, by Connexion's SwaggerUI "

@@ -1,5 +1,7 @@
 """CORS: Starlette's middleware, first in the chain, for the origins of
-PETSTORE_CORS_ORIGINS, allowing a page on one of them what the OpenAPI documents declare."""
+PETSTORE_CORS_ORIGINS, allowing a page on one of them what the OpenAPI documents declare.
+It answers preflights itself, before every other layer; a refused one with the Error that
+app/web/errors.py makes of CorsRefused."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
 from starlette.types import ASGIApp
 
-from app.web.errors import error_body
+from app.web.errors import CorsRefused, answer_of
 from app.web.routing import Operation, operations
 
 # Request headers a page may send whatever the documents declare as parameters: the key,
@@ -55,7 +57,7 @@ class CorsPolicy:
 
 class Cors(CORSMiddleware):
     """Starlette's CORS middleware over a CorsPolicy, whose refused preflights answer with
-    the Error object instead of plain text."""
+    the Error object instead of plain text (with the CORS headers Starlette gives them)."""
 
     def __init__(self, app: ASGIApp, origins: list[str], policy: CorsPolicy) -> None:
         super().__init__(
@@ -71,11 +73,12 @@ class Cors(CORSMiddleware):
         response = super().preflight_response(request_headers)
         if response.status_code != 400:
             return response
-        reason = bytes(response.body).decode().removeprefix("Disallowed CORS ")
+        refused = answer_of(CorsRefused(
+            bytes(response.body).decode().removeprefix("Disallowed CORS ")))
         return Response(
-            error_body(400, "invalid_request", f"CORS does not allow this request's {reason}."),
-            status_code=400,
-            media_type="application/json",
+            refused.body,
+            status_code=refused.status_code,
+            media_type=refused.mimetype,
             headers={k: v for k, v in response.headers.items()
                      if k.lower() not in ("content-type", "content-length")},
         )

@@ -1,7 +1,8 @@
 """Deprecation signals from the YAML (D13): an operation with `deprecated: true` answers
 with `Deprecation: @<unix time>` (RFC 9745) from its `x-deprecation-date` and
-`Sunset: <HTTP date>` (RFC 8594) from its `x-sunset`; from the sunset on it answers
-410 `gone`. Nothing here names an operation: the YAML does."""
+`Sunset: <HTTP date>` (RFC 8594) from its `x-sunset`; from the sunset on it is refused
+(Retired, which the errors layer answers 410 `gone`, with the same two headers). Nothing
+here names an operation: the YAML does."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.web.errors import send_error
+from app.web.errors import Retired
 from app.web.exchange import exchange
 
 
@@ -50,8 +51,9 @@ def retirements(operations: dict[str, dict[str, Any]]) -> dict[str, Retirement]:
 
 
 class Deprecations:
-    """Decides the deprecation headers of a deprecated operation's answers, and answers
-    410 itself once the sunset has passed. Sits after routing, which names the operation."""
+    """Decides the deprecation headers of a deprecated operation's answers, and refuses it
+    once the sunset has passed. Sits after routing, which names the operation, and inside
+    the errors layer, which answers the refusal."""
 
     def __init__(self, app: ASGIApp, *, retired: dict[str, Retirement],
                  clock: Callable[[], float] = time.time) -> None:
@@ -66,13 +68,7 @@ class Deprecations:
         if retirement is None or found is None:
             await self.app(scope, receive, send)
             return
-        headers = retirement.headers()
+        found.decide(retirement.headers())
         if retirement.sunset is not None and self.clock() >= retirement.sunset:
-            await send_error(
-                send, 410, "gone",
-                f"This operation was retired on {formatdate(retirement.sunset, usegmt=True)}.",
-                headers,
-            )
-            return
-        found.decide(headers)
+            raise Retired(retirement.sunset)
         await self.app(scope, receive, send)

@@ -1,10 +1,18 @@
 """The one place that turns any error into the Error body.
 
 register_error_handlers() translates every exception that can reach the Connexion app
-(its own problems, Starlette's HTTP errors, the domain's exceptions of app.core.errors,
-anything unexpected) into ``{"code", "message", "status"}`` with the right status and
-headers. Middleware that answers before Connexion's handlers (quotas, deprecation, CORS)
-sends the same body with send_error.
+(its own problems, Starlette's HTTP errors, the domain's exceptions of app.core.errors and
+the refusals of the layers below, anything unexpected) into ``{"code", "message",
+"status"}`` with the right status and headers. The errors layer of the request path
+(app/web/chain.py, Connexion's exception middleware) runs these handlers for whatever any
+layer inside it raises: the quotas (QuotaSpent, KeyBanned, QuotasUnknown), the routed
+layer, deprecation (Retired), the bearer check, the body limit, validation and the
+handlers. None of those layers writes a body. The headers the layers decided for the
+answer (the request id, the rate limits, deprecation's) are on the request's Exchange,
+and the answer layer, just outside the errors layer, writes them on the Error as on any
+answer. Two answers are made outside that layer and still take their Error from here: the
+server errors layer's 500 (server_error_handler), and a preflight CORS refuses (answer_of,
+for the CORS layer, which answers preflights before every other layer).
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from email.utils import formatdate
 from typing import Any
 
 import orjson
@@ -78,6 +87,46 @@ class InsufficientScope(PetstoreError):
                          "the write scope.")
 
 
+class QuotaSpent(PetstoreError):
+    """A request over its caller's quota (D8): 429 rate_limit_exceeded, with Retry-After."""
+
+    def __init__(self, window: str, retry_after: int) -> None:
+        super().__init__(f"Too many requests: the {window} quota is spent. "
+                         f"Retry after {retry_after} s.")
+        self.retry_after = retry_after
+
+
+class KeyBanned(PetstoreError):
+    """A request of a key banned for repeated requests after 429 answers (D10): 429
+    api_key_banned, with Retry-After until the ban ends."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__("This API key is banned for repeated requests after 429 answers. "
+                         f"Retry after {retry_after} s.")
+        self.retry_after = retry_after
+
+
+class QuotasUnknown(PetstoreError):
+    """The caller's windows cannot be known (the quota storage is down and the settings say
+    to fail closed, or the caller's key could not be read): 503 service_unavailable."""
+
+
+class Retired(PetstoreError):
+    """An operation called past its sunset (D13): 410 gone."""
+
+    def __init__(self, sunset: float) -> None:
+        super().__init__(
+            f"This operation was retired on {formatdate(sunset, usegmt=True)}.")
+
+
+class CorsRefused(PetstoreError):
+    """A preflight for a method, header or origin CORS does not allow: 400 invalid_request.
+    reason is what Starlette's CORS middleware names ("method", "headers", "origin")."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"CORS does not allow this request's {reason}.")
+
+
 def error_body(status: int, code: str, message: str, param: str | None = None) -> bytes:
     """The Error object every error response carries, as compact as every other body;
     with param (v2's; v1's keeps its shape) when one field of the request is at fault."""
@@ -105,27 +154,9 @@ def error_response(
 _PARAM_PATHS = tuple(f"{api.base_path}/" for api in APIS if api.names_params)
 
 
-def _param(request: ConnexionRequest, param: str | None) -> str | None:
-    """param, for the documents whose Error has it."""
-    return param if request.scope["path"].startswith(_PARAM_PATHS) else None
-
-
-async def send_error(
-    send: Any, status: int, code: str, message: str, headers: list[tuple[bytes, bytes]]
-) -> None:
-    """Send an Error response straight through ASGI, for middleware that answers before
-    (or outside) Connexion's error handlers."""
-    body = error_body(status, code, message)
-    await send({
-        "type": "http.response.start",
-        "status": status,
-        "headers": [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            *headers,
-        ],
-    })
-    await send({"type": "http.response.body", "body": body})
+def _param(path: str, param: str | None) -> str | None:
+    """param, for the documents whose Error has it (path is the request's)."""
+    return param if path.startswith(_PARAM_PATHS) else None
 
 
 UNAVAILABLE_MESSAGE = "The service cannot reach its database right now; retry shortly."
@@ -141,7 +172,7 @@ _HTTP_CODES = {
 }
 
 
-def _problem(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
+async def _problem(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     """Connexion's own problems: validation (400) and security (401)."""
     status = getattr(exc, "status", 500)
     if isinstance(exc, OAuthResponseProblem):
@@ -160,20 +191,20 @@ def _problem(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
         )
     if isinstance(exc, FieldProblem):
         return error_response(400, "invalid_request", exc.message,
-                              param=_param(request, exc.param))
+                              param=_param(request.scope["path"], exc.param))
     if status == 400:  # Connexion's own words are not for clients
         return error_response(400, "invalid_request", "The request is not valid.")
     if status >= 500:
-        return _internal(request, exc)
+        return await _internal(request, exc)
     code, message = _HTTP_CODES.get(status, ("invalid_request", "The request is not valid."))
     return error_response(status, code, message)
 
 
-def _http_exception(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
+async def _http_exception(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     """Starlette's HTTP errors: unknown routes (404), wrong methods (405), Flask aborts."""
     status = getattr(exc, "status_code", 500)
     if status >= 500:
-        return _internal(request, exc)
+        return await _internal(request, exc)
     code, message = _HTTP_CODES.get(status, ("invalid_request", "The request is not valid."))
     headers = {}
     allow = (allowed_methods(request.scope["path"])
@@ -201,6 +232,10 @@ def _always(headers: dict[str, str]) -> Callable[[Any], dict[str, str]]:
 
 
 _RETRY_SOON = _always({"Retry-After": str(RETRY_AFTER_UNAVAILABLE)})
+
+
+def _retry_after(exc: QuotaSpent | KeyBanned) -> dict[str, str]:
+    return {"Retry-After": str(exc.retry_after)}
 
 # Each domain exception's Error; an exception whose class (or a base of it) is not here is
 # a fault of the service, answered 500 (DuplicateOrder and the like, raised by the CLI's
@@ -238,6 +273,13 @@ DOMAIN_ERRORS: dict[type[PetstoreError], Translation] = {
     InsufficientScope: Translation(
         403, "insufficient_scope",
         _always({"WWW-Authenticate": 'Bearer error="insufficient_scope"'})),
+    # The quotas' refusals (D8-D10): their rate-limit headers are decided on the Exchange,
+    # as for every answer the quotas let through.
+    QuotaSpent: Translation(429, "rate_limit_exceeded", _retry_after),
+    KeyBanned: Translation(429, "api_key_banned", _retry_after),
+    QuotasUnknown: Translation(503, "service_unavailable", _RETRY_SOON),
+    Retired: Translation(410, "gone"),  # D13, its Deprecation and Sunset on the Exchange
+    CorsRefused: Translation(400, "invalid_request"),
 }
 
 
@@ -246,17 +288,28 @@ def translation(kind: type[PetstoreError]) -> Translation | None:
     return next((DOMAIN_ERRORS[base] for base in kind.__mro__ if base in DOMAIN_ERRORS), None)
 
 
-def _domain(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
-    """The domain's exceptions, by DOMAIN_ERRORS."""
-    if not isinstance(exc, PetstoreError) or (found := translation(type(exc))) is None:
-        return _internal(request, exc)
+def answer_of(exc: PetstoreError, path: str = "") -> ConnexionResponse:
+    """The Error answer of a domain exception by DOMAIN_ERRORS, for a request to path (its
+    `param` where that request's document has it). The exception handlers answer with it,
+    and so does the CORS layer, which answers its preflights outside them. TypeError for
+    an exception with no Translation: the handlers answer those 500."""
+    found = translation(type(exc))
+    if found is None:
+        raise TypeError(f"{type(exc).__name__} has no Translation in DOMAIN_ERRORS")
     if found.warning is not None:
         log.warning(found.warning, exc.message)
     return error_response(found.status, found.code, found.message(exc), found.headers(exc),
-                          param=_param(request, exc.param))
+                          param=_param(path, exc.param))
 
 
-def _internal(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
+async def _domain(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
+    """The domain's exceptions and the layers' refusals, by DOMAIN_ERRORS."""
+    if isinstance(exc, PetstoreError) and translation(type(exc)) is not None:
+        return answer_of(exc, request.scope["path"])
+    return await _internal(request, exc)
+
+
+async def _internal(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     request_id = request_id_of(request.scope)
     log.error("unexpected error on %s", request.method, exc_info=exc,
               extra={"request_id": request_id})
@@ -266,14 +319,16 @@ def _internal(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     )
 
 
-def server_error_handler(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
+async def server_error_handler(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     """Replaces Connexion's ServerErrorMiddleware default, which answers an empty 500
     for errors raised outside the handlers (spec-first/connexion#2059)."""
-    return _internal(request, exc)
+    return await _internal(request, exc)
 
 
 def register_error_handlers(app: FlaskApp) -> None:
-    """Route every kind of exception to the Error body."""
+    """Route every kind of exception to the Error body. The handlers are coroutines: they
+    read nothing but the exception and the request, and a refusal (a 429 in a flood of
+    them) costs no trip to a thread."""
     app.add_error_handler(ProblemException, _problem)
     app.add_error_handler(HTTPException, _http_exception)
     app.add_error_handler(PetstoreError, _domain)

@@ -1,6 +1,6 @@
 """The rate-limit middleware (D8-D10): counts every API request against its
-caller's quota (app.core.quotas), answers 429 over quota, bans keys that keep hammering,
-and puts the rate-limit headers on every response.
+caller's quota (app.core.quotas), refuses it over quota (429), bans keys that keep
+hammering, and decides the rate-limit headers of every response.
 
 Why an ASGI middleware and not Flask-Limiter: requests that Connexion rejects (401, 400,
 405) never reach Flask, yet the specification wants the rate-limit headers on every
@@ -8,7 +8,8 @@ response, and a 429 raised inside Flask loses its headers.
 
 Counting (D9): a request with a valid key counts against the key's windows; one without
 (no key, unknown, revoked) against its client address, with the Free plan's numbers.
-Over quota, the request is answered 429 here, neither passed on nor counted.
+Over quota, the request is refused here (QuotaSpent, which the errors layer answers 429),
+neither passed on nor counted.
 
 Bans (D10): BAN_AFTER violations within BAN_WINDOW seconds ban the key for BAN_SECONDS.
 The ban is written on the key in the database, so every worker and the CLI see it.
@@ -20,6 +21,7 @@ import logging
 import math
 import time
 from functools import lru_cache
+from typing import NoReturn
 
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -31,8 +33,14 @@ from app.core.quotas.counters import LimitsCounter, Quotas, QuotaStorageDown, Ve
 from app.core.quotas.plans import Plan, anonymous_plan, plan_of
 from app.core.storage import Store
 from app.core.storage.records import ApiKey
-from app.web.errors import RETRY_AFTER_UNAVAILABLE, UNAVAILABLE_MESSAGE, send_error
-from app.web.exchange import exchange
+from app.web.errors import (
+    RETRY_AFTER_UNAVAILABLE,
+    UNAVAILABLE_MESSAGE,
+    KeyBanned,
+    QuotaSpent,
+    QuotasUnknown,
+)
+from app.web.exchange import Exchange, exchange
 from app.web.security import bearer_token
 
 log = logging.getLogger("petstore.quotas")
@@ -74,11 +82,12 @@ def rate_limit_headers(verdict: Verdict, now: float) -> list[tuple[bytes, bytes]
 
 class RateLimitMiddleware:
     """Counts every API request against its caller (the caller layer found the key),
-    answers 429 over quota, and decides the rate-limit headers of every answer.
+    refuses it over quota, and decides the rate-limit headers of every answer.
 
-    It sits before Connexion's exception middleware (app/web/chain.py), so it sees every
-    request, those Connexion refuses included, and sends its own 429 and 503: an exception
-    raised here would not reach Connexion's error handlers.
+    It sits before Connexion's routing (app/web/chain.py), so it sees every request, those
+    Connexion refuses included, and inside the errors layer: its refusals are raised
+    (QuotaSpent, KeyBanned, QuotasUnknown), after it decided their rate-limit headers on
+    the Exchange, and app/web/errors.py answers them as it answers every other error.
     """
 
     def __init__(
@@ -116,8 +125,7 @@ class RateLimitMiddleware:
             return
         found = exchange(scope)
         if found.caller_error is not None:  # the caller layer could not read the key
-            await self._unavailable(send, self.anonymous, UNAVAILABLE_MESSAGE)
-            return
+            _unknown(found, self.anonymous, UNAVAILABLE_MESSAGE)
         key = found.key
         if key is not None:
             subject, plan = f"key/{key.id}", plan_of(key, self.plans)
@@ -126,30 +134,32 @@ class RateLimitMiddleware:
             subject, plan = f"addr/{client[0]}", self.anonymous
 
         now = time.time()
+        refusal: KeyBanned | QuotaSpent | None = None
         try:
             ban_ends = key.ban_ends if key is not None else None
             if ban_ends is not None and ban_ends > now:
                 verdict = await self.quotas.run(lambda c: c.peek(subject, plan))
-                await self._banned(send, verdict, ban_ends, now)
-                return
-            verdict = await self.quotas.run(lambda c: c.consume(subject, plan))
-            if not verdict.allowed:
-                await self._refuse(send, verdict, key, bearer_token(scope), subject, now)
-                return
+                refusal = _banned(ban_ends, now)
+            else:
+                verdict = await self.quotas.run(lambda c: c.consume(subject, plan))
+                if not verdict.allowed:
+                    refusal = await self._refusal(verdict, key, bearer_token(scope), subject,
+                                                  now)
         except QuotaStorageDown:
-            await self._unavailable(
-                send, plan, "The service cannot check quotas right now; retry shortly."
-            )
-            return
+            _unknown(found, plan, "The service cannot check quotas right now; retry shortly.")
 
-        # The answer layer writes them on the response, whoever makes it.
+        # The answer layer writes them on the response, whoever makes it: the Error of a
+        # refusal too, which the errors layer answers.
         found.decide(rate_limit_headers(verdict, now))
+        if refusal is not None:
+            raise refusal
         await self.app(scope, receive, send)
 
-    async def _refuse(
-        self, send: Send, verdict: Verdict, key: ApiKey | None, token: str | None,
-        subject: str, now: float,
-    ) -> None:
+    async def _refusal(
+        self, verdict: Verdict, key: ApiKey | None, token: str | None, subject: str,
+        now: float,
+    ) -> KeyBanned | QuotaSpent:
+        """The refusal of a request over quota: 429, or a ban after repeated ones."""
         retry_after = verdict.retry_after(now)
         if key is not None and token is not None and self.settings.ban_seconds > 0:
             bans = await self.quotas.run(
@@ -162,14 +172,9 @@ class RateLimitMiddleware:
                 self.keyring.forget(token)
                 metrics.BANS.inc()
                 log.warning("key %d banned until %s after repeated 429s", key.id, banned)
-                await self._banned(send, verdict, until, now)
-                return
-        await _refuse_with(
-            send, 429, "rate_limit_exceeded",
-            f"Too many requests: the {verdict.tightest.name} quota is spent. "
-            f"Retry after {retry_after} s.",
-            verdict, retry_after, now,
-        )
+                return _banned(until, now)
+        metrics.REFUSED.labels("rate_limit_exceeded").inc()
+        return QuotaSpent(verdict.tightest.name, retry_after)
 
     async def _violation_bans(self, counter: LimitsCounter, subject: str, retry_after: int) -> bool:
         if not await counter.refusal_is_violation(subject, retry_after):
@@ -178,32 +183,19 @@ class RateLimitMiddleware:
             subject, self.settings.ban_after, self.settings.ban_window
         )
 
-    async def _banned(self, send: Send, verdict: Verdict, ban_ends: float, now: float) -> None:
-        retry_after = max(1, math.ceil(ban_ends - now))
-        await _refuse_with(
-            send, 429, "api_key_banned",
-            f"This API key is banned for repeated requests after 429 answers. "
-            f"Retry after {retry_after} s.",
-            verdict, retry_after, now,
-        )
 
-    async def _unavailable(self, send: Send, plan: Plan, message: str) -> None:
-        """503 when the caller's windows cannot be known: they are reported closed until
-        Retry-After, which is honest about what the client may do."""
-        now = time.time()
-        retry = RETRY_AFTER_UNAVAILABLE
-        windows = (Window("minute", plan.per_minute, 60, 0, now + retry),
-                   Window("day", plan.per_day, 86_400, 0, now + retry))
-        await _refuse_with(send, 503, "service_unavailable", message,
-                           Verdict(False, windows), retry, now)
+def _banned(ban_ends: float, now: float) -> KeyBanned:
+    """The refusal of a banned key's request, until its ban ends."""
+    metrics.REFUSED.labels("api_key_banned").inc()
+    return KeyBanned(max(1, math.ceil(ban_ends - now)))
 
 
-async def _refuse_with(send: Send, status: int, code: str, message: str, verdict: Verdict,
-                       retry_after: int, now: float) -> None:
-    """An Error answer from the middleware, with the rate-limit headers and Retry-After."""
-    if status == 429:
-        metrics.REFUSED.labels(code).inc()
-    await send_error(
-        send, status, code, message,
-        [*rate_limit_headers(verdict, now), (b"retry-after", str(retry_after).encode())],
-    )
+def _unknown(found: Exchange, plan: Plan, message: str) -> NoReturn:
+    """503 when the caller's windows cannot be known: they are reported closed until
+    Retry-After, which is honest about what the client may do."""
+    now = time.time()
+    retry = RETRY_AFTER_UNAVAILABLE
+    windows = (Window("minute", plan.per_minute, 60, 0, now + retry),
+               Window("day", plan.per_day, 86_400, 0, now + retry))
+    found.decide(rate_limit_headers(Verdict(False, windows), now))
+    raise QuotasUnknown(message)

@@ -267,8 +267,8 @@ def _status_and_code(status: ast.expr, code: ast.expr) -> tuple[int, str] | None
 
 def _codes_the_service_writes() -> dict[str, set[int]]:
     """Every Error code app/ writes, with its statuses: a status and a code side by side
-    in a call (error_response(404, "not_found", ...), send_error(send, 410, "gone", ...), a
-    Translation of DOMAIN_ERRORS), or a status's (code, message) in a table."""
+    in a call (error_response(404, "not_found", ...), a Translation of DOMAIN_ERRORS such as
+    Translation(410, "gone")), or a status's (code, message) in a table."""
     found: dict[str, set[int]] = {}
     for source in (Path(__file__).resolve().parents[2] / "app").rglob("*.py"):
         for node in ast.walk(ast.parse(source.read_text())):

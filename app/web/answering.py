@@ -15,8 +15,8 @@ class Answering(ResponseChecks):
     """Writes the decided headers (request id, rate limits, deprecation: Exchange.headers)
     on the response's start, then hands it to Connexion's response validation for the
     operation the request was found to be, where the API validates its responses. So a
-    kept read or an early write is held to the document exactly as the handler's answer
-    is, and the validator sees the headers the YAML declares required. An answer to no
+    replayed kept answer is held to the document exactly as the handler's answer is, and
+    the validator sees the headers the YAML declares required. An answer to no
     operation (a 404 for an unknown path, a 429 before routing) is not checked. It notes
     the answer's status in the Exchange for the access line."""
 

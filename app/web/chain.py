@@ -45,7 +45,6 @@ from app.web.access import AccessLog
 from app.web.answer_cache import AnswerCache
 from app.web.answering import Answering
 from app.web.bodies import BodyLimit
-from app.web.bridge import HandlerThreads
 from app.web.connexion_internals import (
     PreparedRequestValidationMiddleware,
     SpecificFirstSwaggerUIMiddleware,
@@ -81,7 +80,7 @@ class Parts:
 
     settings: Settings
     services: Services
-    threads: HandlerThreads  # the handler threads of Flask's bridge
+    current: Callable[[], Services]  # the app's services now, for the handlers (access)
     watch: RevisionWatch  # the worker's one watch of the revision (feed, webhooks)
     kept: frozenset[str]  # the resolved ids of the operations whose handler is @kept
     retired: dict[str, Retirement]  # the operations the documents deprecate (D13)
@@ -163,7 +162,8 @@ LAYERS: tuple[Layer, ...] = (
     Layer("paced bodies", "large bodies sent in pieces the client can take",
           _with(PacedBodies)),
     Layer("access", "the request id and its Exchange; one access line per request",
-          lambda parts: functools.partial(AccessLog, documents=(*parts.documents, CONSOLE)),
+          lambda parts: functools.partial(AccessLog, documents=(*parts.documents, CONSOLE),
+                                          services=parts.current),
           gives=(EXCHANGE,)),
     Layer("console", "the owner's pages at /console/ (D35), answered by their blueprint "
           "with the security headers: no key, no quota, errors as pages",

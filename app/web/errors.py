@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from connexion import FlaskApp
+from connexion import AsyncApp
 from connexion.exceptions import OAuthResponseProblem, ProblemException, Unauthorized
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from starlette.exceptions import HTTPException
@@ -272,7 +272,7 @@ def server_error_handler(request: ConnexionRequest, exc: Exception) -> Connexion
     return _internal(request, exc)
 
 
-def register_error_handlers(app: FlaskApp) -> None:
+def register_error_handlers(app: AsyncApp) -> None:
     """Route every kind of exception to the Error body."""
     app.add_error_handler(ProblemException, _problem)
     app.add_error_handler(HTTPException, _http_exception)

@@ -10,11 +10,12 @@ What one layer hands the next is the request's Exchange (exchange.py), not loose
 keys. The settings only leave a layer out (CORS without origins, gzip at level 0, quotas
 off); they never change which layer answers a request. An answer comes from one of these
 places, whatever the settings (and the console's pages, D35, leave the chain for their own
-blueprint after the access layer: console.py):
+Flask app after the access layer: console.py):
 
 - kept answers: a GET of the same shape as one the one way answered, replayed at the same
   revision before Connexion's routing (answer_cache.py);
-- the handlers through Flask (bridge.py), every write among them: the one way;
+- the handlers, plain `def` functions that Connexion's AsyncApp runs in its thread pool
+  (D42), every write among them: the one way;
 - the Error bodies, all made by errors.py: its handlers for what is raised inside
   Connexion's exception middleware, its send_error for the layers outside it;
 - CORS preflights (cors.py).
@@ -203,8 +204,9 @@ LAYERS: tuple[Layer, ...] = (
           gives=(VALIDATED,)),
     Layer("lifespan", "Connexion's lifespan: the deliverer starts and stops with the worker",
           _with(LifespanMiddleware)),
-    Layer("context", "Connexion's context for the Flask handlers, then Flask through the "
-          "bridge (bridge.py)", _with(ContextMiddleware), needs=(SECURED, VALIDATED)),
+    Layer("context", "Connexion's context (connexion.request) for the handlers, then the "
+          "AsyncApp's router to them (D42)", _with(ContextMiddleware),
+          needs=(SECURED, VALIDATED)),
 )
 
 
@@ -229,8 +231,7 @@ class AnswerSite:
 
 ANSWER_SITES: tuple[AnswerSite, ...] = (
     AnswerSite("handler", "the operation's handler, reached one way: routing, security, "
-               "validation, then Flask through the bridge", ("handlers/", "conditional.py",
-                                                            "bridge.py")),
+               "validation, then the AsyncApp's thread pool", ("handlers/", "conditional.py")),
     AnswerSite("kept answer", "a GET replayed from the answer the one way gave a request "
                "of the same shape, at the same revision", ("answer_cache.py",)),
     AnswerSite("error", "the Error body of anything raised, whichever layer raised it",
@@ -243,7 +244,7 @@ ANSWER_SITES: tuple[AnswerSite, ...] = (
     AnswerSite("deprecation's 410", "410 past an operation's sunset, written by the "
                "deprecation layer itself, not yet by the error site",
                ("deprecation.py",)),
-    AnswerSite("console page", "the owner's pages (D35), from their Flask app, and the 500 "
+    AnswerSite("console page", "the owner's pages (D35), from their own Flask app, and the 500 "
                "page of a failure it did not answer", ("console.py",), api=False),
     AnswerSite("documents", "the documents and Swagger UI, by Connexion's SwaggerUI "
                "middleware", (), api=False),

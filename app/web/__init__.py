@@ -114,6 +114,7 @@ def create_app(settings: Settings | None = None, *,
         return console_pages
 
     def current() -> Services:
+        """The app's services as they are now (PetstoreApp.services), for the handlers."""
         return app.services
 
     parts = chain.Parts(

@@ -236,10 +236,10 @@ def stop(process: subprocess.Popen[Any], how: int = signal.SIGTERM,
 def wrap_store(app: Any, wrapper: Callable[[Store], Any]) -> None:
     """Make a built app's handlers and middleware use wrapper(its store): a failing one.
     Its readiness checks (D41) check the wrapped store from their next run on."""
-    services = app.app.extensions["petstore"]
+    services = app.services
     wrapped = wrapper(services.store)
     services.readiness.store = wrapped
-    app.app.extensions["petstore"] = dataclasses.replace(services, store=wrapped)
+    app.services = dataclasses.replace(services, store=wrapped)
 
 
 @contextmanager

@@ -1,5 +1,9 @@
 """The HTTP wing: create_app() builds the Connexion app over the core and wires its parts.
 
+The API is served by Connexion's AsyncApp (D42): its plain `def` handlers run in its thread
+pool, behind one router, with no bridge. The console (D35) is a Flask app of its own beside
+it, which the console layer serves through a2wsgi's public WSGIMiddleware.
+
 The request path is declared once, in request order, in chain.py (LAYERS); what a
 request carries from layer to layer is its Exchange (exchange.py). Every reach into
 Connexion's internals is in connexion_internals.py.
@@ -10,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import functools
 import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
-from connexion import FlaskApp
+import flask
+from a2wsgi import WSGIMiddleware
+from connexion import AsyncApp
 from connexion.options import SwaggerUIOptions
 from connexion.utils import get_function_from_name
 
@@ -27,13 +32,11 @@ from app.core.services import Services, open_services
 from app.core.users import accounts
 from app.web import chain
 from app.web import connexion_internals as internals
-from app.web.bridge import WORKERS, HandlerThreads, WSGIBridge
 from app.web.conditional import is_kept
 from app.web.deliverer import Deliverer
 from app.web.deprecation import retirements
 from app.web.encoding import OrjsonJsonifier
 from app.web.errors import register_error_handlers
-from app.web.handlers import SERVICES
 from app.web.longpoll import RevisionWatch
 from app.web.routing import APIS, OPENAPI_DIR, OPS, V1, TagResolver, documents, operations
 from app.web.security import SECURITY_MAP
@@ -43,8 +46,26 @@ DOCUMENT_PATHS = tuple(f"{api.base_path}{served}" for api in APIS if api.metered
                        for served in ("/openapi.json", "/ui"))
 
 
+# Threads of the console's bridge, as a2wsgi's default and the bridge FlaskApp had.
+CONSOLE_THREADS = 10
+
+
+class PetstoreApp(AsyncApp):
+    """The service as create_app builds it: Connexion's AsyncApp serving the API, with what
+    it runs on kept where tests and tools can reach it.
+
+    services: the Services the handlers are given, read afresh for every request (the
+    access layer puts them in the request's Exchange), so that a test may swap in a
+    wrapped store after the app is built (tests/support.py wrap_store).
+    console: the console's own Flask app (D35), whose url_map and view_functions are the
+    console's pages."""
+
+    services: Services
+    console: flask.Flask
+
+
 def create_app(settings: Settings | None = None, *,
-               layers: tuple[chain.Layer, ...] = chain.LAYERS) -> FlaskApp:
+               layers: tuple[chain.Layer, ...] = chain.LAYERS) -> PetstoreApp:
     """Build the service: the OpenAPI documents routed to the handlers through the chain
     of chain.py, over the store the settings name. Tests pass their own Settings; wsgi.py
     reads them from the environment. layers is the served chain; only the test that holds
@@ -87,35 +108,41 @@ def create_app(settings: Settings | None = None, *,
     anonymous_plan(settings, plans)
     handlers = {operation.id: get_function_from_name(operation.id)
                 for operation in operations()}
-    # One trip to a handler thread per response, in place of a2wsgi's several (bridge.py).
-    threads = HandlerThreads(WORKERS, "handler")
 
     def pages() -> Any:
-        """The console's pages (D35): the Flask app's, through a bridge of their own."""
+        """The console's pages (D35): its Flask app's, through a bridge of their own."""
         return console_pages
 
+    def current() -> Services:
+        """The app's services as they are now (PetstoreApp.services), for the handlers."""
+        return app.services
+
     parts = chain.Parts(
-        settings=settings, services=services, threads=threads, watch=watch,
+        settings=settings, services=services, current=current, watch=watch,
         kept=frozenset(op for op, handler in handlers.items() if is_kept(handler)),
         retired=retirements({operation.id: operation.definition
                              for operation in operations()}),
         plans=plans, documents=DOCUMENT_PATHS, pages=pages)
-    app = FlaskApp(
+    app = PetstoreApp(
         __name__,
         specification_dir=OPENAPI_DIR,
         middlewares=chain.build(parts, layers),
         lifespan=lifespan,
-        # FlaskApp's default indents, which forces the pure-Python encoder.
+        # Compact, as every body the handlers encode themselves (Connexion's default
+        # indents).
         jsonifier=OrjsonJsonifier(),
     )
-    internals.strict_flask_routes(app)
-    internals.install_bridge(app, functools.partial(WSGIBridge, threads=threads))
-    app.app.extensions[SERVICES] = services
-    # The console's blueprint in the same Flask app; the console layer hands it its
+    app.services = services
+    # The console's blueprint in a Flask app of its own; the console layer hands it its
     # requests past the API's layers (app/web/console.py).
-    register_console(app.app, services, plans)
-    console_pages = WSGIBridge(app.app.wsgi_app, threads=threads)
-    for api in APIS:
+    app.console = flask.Flask("app.console")
+    register_console(app.console, services, plans)
+    # (a2wsgi types the WSGI callable with its own Environ, not wsgiref's, which Flask uses)
+    console_pages = WSGIMiddleware(app.console.wsgi_app,  # type: ignore[arg-type]
+                                   workers=CONSOLE_THREADS)
+    # The operations API (D16) at base path "" last: Connexion's router and the AsyncApp's
+    # each try the APIs' mounts in the order added, and a mount at "" matches every path.
+    for api in sorted(APIS, key=lambda api: api is OPS):
         if api is OPS:
             # D16: the operations endpoints sit outside the contracts, at the server's root.
             app.add_api(copy.deepcopy(read[api]), base_path=api.base_path,
@@ -139,5 +166,4 @@ def create_app(settings: Settings | None = None, *,
             strict_validation=api.strict,
         )
     register_error_handlers(app)
-    internals.prepare_operations(app)
     return app

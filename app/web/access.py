@@ -13,11 +13,13 @@ import logging
 import random
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.core import metrics
+from app.core.services import Services
 from app.web.connexion_internals import share_extensions
 from app.web.exchange import EXCHANGE, Exchange, exchange_or_none
 
@@ -50,8 +52,12 @@ class AccessLog:
     access line per request, with the operation's path template, the key's id and which
     layer answered."""
 
-    def __init__(self, app: ASGIApp, *, documents: tuple[str, ...] = ()) -> None:
+    def __init__(self, app: ASGIApp, *, documents: tuple[str, ...] = (),
+                 services: Callable[[], Services] | None = None) -> None:
         self.app = app
+        # The services of the app, read for each request into its Exchange (the handlers'
+        # way to them: app.web.handlers.services).
+        self.services = services
         # What Connexion serves outside the operations ("/v1/openapi.json", "/v1/ui"):
         # labelled by their own path, not "(no route)", which reads as a routing fault.
         self.documents = documents
@@ -64,7 +70,8 @@ class AccessLog:
         request_id = (given[0].decode("ascii") if len(given) == 1 and CLIENT_ID.match(given[0])
                       else _new_id())
         found = scope[EXCHANGE] = Exchange(
-            request_id, [(b"x-request-id", request_id.encode("ascii"))])
+            request_id, [(b"x-request-id", request_id.encode("ascii"))],
+            services=self.services() if self.services is not None else None)
         # Connexion's router works on a shallow copy of the scope: see
         # connexion_internals.share_extensions.
         share_extensions(scope)

@@ -10,11 +10,12 @@ What one layer hands the next is the request's Exchange (exchange.py), not loose
 keys. The settings only leave a layer out (CORS without origins, gzip at level 0, quotas
 off); they never change which layer answers a request. An API request's answer comes from
 one of these places (ANSWER_SITES below), whatever the settings (and the console's pages,
-D35, leave the chain for their own blueprint after the access layer: console.py):
+D35, leave the chain for their own Flask app after the access layer: console.py):
 
 - kept answers: a GET of the same shape as one the one way answered, replayed at the same
   revision before Connexion's routing (answer_cache.py);
-- the handlers through Flask (bridge.py), every write among them: the one way;
+- the handlers, plain `def` functions that Connexion's AsyncApp runs in its thread pool
+  (D42), every write among them: the one way;
 - the errors layer, Connexion's exception middleware right inside the answer layer: every
   layer inside it refuses a request by raising (the quotas' 429 and 503, the routed
   layer's 404, deprecation's 410, the bearer check's 401 and 403, the body limit's 413,
@@ -51,7 +52,6 @@ from app.web.access import AccessLog
 from app.web.answer_cache import AnswerCache
 from app.web.answering import Answering
 from app.web.bodies import BodyLimit
-from app.web.bridge import HandlerThreads
 from app.web.connexion_internals import (
     PreparedRequestValidationMiddleware,
     SpecificFirstSwaggerUIMiddleware,
@@ -87,7 +87,7 @@ class Parts:
 
     settings: Settings
     services: Services
-    threads: HandlerThreads  # the handler threads of Flask's bridge
+    current: Callable[[], Services]  # the app's services now, for the handlers (access)
     watch: RevisionWatch  # the worker's one watch of the revision (feed, webhooks)
     kept: frozenset[str]  # the resolved ids of the operations whose handler is @kept
     retired: dict[str, Retirement]  # the operations the documents deprecate (D13)
@@ -169,7 +169,8 @@ LAYERS: tuple[Layer, ...] = (
     Layer("paced bodies", "large bodies sent in pieces the client can take",
           _with(PacedBodies)),
     Layer("access", "the request id and its Exchange; one access line per request",
-          lambda parts: functools.partial(AccessLog, documents=(*parts.documents, CONSOLE)),
+          lambda parts: functools.partial(AccessLog, documents=(*parts.documents, CONSOLE),
+                                          services=parts.current),
           gives=(EXCHANGE,)),
     Layer("console", "the owner's pages at /console/ (D35), answered by their blueprint "
           "with the security headers: no key, no quota, errors as pages",
@@ -210,8 +211,9 @@ LAYERS: tuple[Layer, ...] = (
           gives=(VALIDATED,)),
     Layer("lifespan", "Connexion's lifespan: the deliverer starts and stops with the worker",
           _with(LifespanMiddleware)),
-    Layer("context", "Connexion's context for the Flask handlers, then Flask through the "
-          "bridge (bridge.py)", _with(ContextMiddleware), needs=(SECURED, VALIDATED)),
+    Layer("context", "Connexion's context (connexion.request) for the handlers, then the "
+          "AsyncApp's router to them (D42)", _with(ContextMiddleware),
+          needs=(SECURED, VALIDATED)),
 )
 
 
@@ -236,8 +238,7 @@ class AnswerSite:
 
 ANSWER_SITES: tuple[AnswerSite, ...] = (
     AnswerSite("handler", "the operation's handler, reached one way: routing, security, "
-               "validation, then Flask through the bridge", ("handlers/", "conditional.py",
-                                                            "bridge.py")),
+               "validation, then the AsyncApp's thread pool", ("handlers/", "conditional.py")),
     AnswerSite("kept answer", "a GET replayed from the answer the one way gave a request "
                "of the same shape, at the same revision", ("answer_cache.py",)),
     AnswerSite("error", "the Error body of anything raised, whichever layer raised it (the "
@@ -245,7 +246,7 @@ ANSWER_SITES: tuple[AnswerSite, ...] = (
                "and the server errors layer's last-resort 500", ("errors.py",)),
     AnswerSite("CORS preflight", "an OPTIONS preflight from an allowed origin, or its "
                "refusal", ("cors.py",)),
-    AnswerSite("console page", "the owner's pages (D35), from their Flask app, and the 500 "
+    AnswerSite("console page", "the owner's pages (D35), from their own Flask app, and the 500 "
                "page of a failure it did not answer", ("console.py",), api=False),
     AnswerSite("documents", "the documents and Swagger UI, by Connexion's SwaggerUI "
                "middleware", (), api=False),

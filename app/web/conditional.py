@@ -17,14 +17,18 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
-import flask
+import connexion
+from connexion.lifecycle import ConnexionResponse
+from starlette.responses import StreamingResponse
 from werkzeug.http import parse_etags, unquote_etag
 
 from app import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
+# What tagged_json answers: a body whole, a 304, or a body streamed in pieces.
+Tagged: TypeAlias = ConnexionResponse | StreamingResponse
 KEPT = "__petstore_kept__"  # the mark @kept puts on a handler
 
 
@@ -96,16 +100,19 @@ def if_match_version(header: str | None, current: Callable[[], int | None]) -> i
 
 
 def tagged_json(body: bytes | Iterator[bytes], headers: dict[str, str] | None = None,
-                tag: str | None = None) -> flask.Response:
+                tag: str | None = None) -> Tagged:
     """A JSON body with its ETag (tag, or a digest of the body, which must then be bytes),
-    or 304 and no body when the request's If-None-Match matches it."""
+    or 304 and no body when the request's If-None-Match matches it. A body in pieces (the
+    v1 list too large to keep whole) is streamed: Starlette's StreamingResponse, which
+    Connexion passes on as it is, pulls each piece in its thread pool."""
     if tag is None:
         assert isinstance(body, bytes), "a body sent in pieces needs its tag"
         tag = content_etag(body)
-    given = flask.request.headers.get("If-None-Match")
+    given = connexion.request.headers.get("If-None-Match")
     if given is not None and matches(given, tag):
-        response = flask.Response(status=304, headers={"ETag": tag})
-        del response.headers["Content-Type"]
-        return response
-    return flask.Response(body, 200, mimetype="application/json",
-                          headers={"ETag": tag, **(headers or {})})
+        return ConnexionResponse(status_code=304, headers={"ETag": tag})
+    tagged = {"ETag": tag, **(headers or {})}
+    if isinstance(body, bytes):
+        return ConnexionResponse(status_code=200, content_type="application/json", body=body,
+                                 headers=tagged)
+    return StreamingResponse(body, 200, headers=tagged, media_type="application/json")

@@ -10,7 +10,8 @@ Each piece names the Connexion behaviour or issue that forces it:
 - Path parameters. The router's ``int`` convertor (``[+-]?[0-9]+``) answers 404 for
   ``abc`` (spec-first/connexion#770) and turns ``005`` into 5, and its coercion uses
   ``int()``, which accepts ``+5``, ``5_0`` and Unicode digits, against D7. (SegmentConvertor,
-  StrictRoutingMiddleware, the inner Flask app's converter, StrictURIParser)
+  StrictRoutingMiddleware, StrictURIParser; the AsyncApp's own router compiles its routes
+  with the same process-wide convertors.)
 - Mount order. The operations API sits at base path "" (D16); Starlette tries mounts in
   the order added, and a Mount("") first matches every path. (_specific_first)
 - Slash redirects. Starlette's router redirects a trailing slash; D7 wants 404.
@@ -20,12 +21,10 @@ Each piece names the Connexion behaviour or issue that forces it:
 - Response validation. Connexion's finds an answer's operation by its router's scope
   keys, so it checks only the handlers' answers; ours is asked by operation id, wherever
   the answer was made. (ResponseChecks)
-- Per-request setup. The decorator chain of an operation, with three inspect.signature
-  calls, is rebuilt on every request, and Flask view functions are registered only on the
-  first request. The request validator builds a URI parser and a parameter validator for
-  every request. (PreparedFlaskDecorator, prepare_operations, PreparedRequestValidation)
-- The bridge. FlaskApp serves Flask through a2wsgi, three thread trips a response; the
-  one attribute that holds it is private. (install_bridge)
+- Per-request setup. The request validator builds a URI parser and a parameter validator
+  for every request. (PreparedRequestValidation) The AsyncApp also rebuilds an operation's
+  decorator chain on every request (AsyncOperation.fn); no public hook reaches it, so it
+  stays (D42).
 - The document server runs Starlette's router over every mount for every request, a
   tenth of a small request's cost. (SpecificFirstSwaggerUIMiddleware)
 """
@@ -35,17 +34,11 @@ from __future__ import annotations
 import copy
 import functools
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-import flask
 import starlette.convertors
-import werkzeug.routing
-from connexion import FlaskApp
-from connexion.apps.flask import FlaskOperation
 from connexion.datastructures import MediaTypeDict
-from connexion.decorators import FlaskDecorator
-from connexion.decorators.parameter import SyncParameterDecorator
 from connexion.exceptions import BadRequestProblem
 from connexion.json_schema import Draft4RequestValidator, resolve_refs
 from connexion.middleware.request_validation import (
@@ -121,12 +114,6 @@ class RestConvertor(starlette.convertors.PathConvertor):
     answers 400 (D7), without a deprecated operation's Deprecation and Sunset (D13)."""
 
     regex = "(?s:.*)"
-
-
-class FlaskSegmentConverter(werkzeug.routing.BaseConverter):
-    """The same for the inner Flask app's routes."""
-
-    regex = "[^/]+"
 
 
 class StrictRoutingMiddleware(RoutingMiddleware):
@@ -451,84 +438,6 @@ class PreparedRequestValidationAPI(RequestValidationAPI):
 
 class PreparedRequestValidationMiddleware(RequestValidationMiddleware):
     api_cls = PreparedRequestValidationAPI
-
-
-# per-request setup, done once --------------------------------------------------------------
-
-
-class CachedNamesParameterDecorator(SyncParameterDecorator):
-    """Connexion's parameter decorator, with the Python name of each parameter name
-    (a few regular expressions) worked out once rather than on every request."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.sanitize_fn = functools.lru_cache(maxsize=256)(self.sanitize_fn)  # type: ignore[has-type]
-
-
-class PreparedFlaskDecorator(FlaskDecorator):
-    """Connexion's decorator for Flask handlers with its chain built once: Connexion's
-    builds the parameter and response decorators (and inspects the handler's signature)
-    and a URI parser on every call. The URI parser needs the operation's context, so it is
-    made on the first call; it holds only the operation's parameter definitions."""
-
-    @property
-    def _parameter_decorator_cls(self) -> type[SyncParameterDecorator]:
-        return CachedNamesParameterDecorator
-
-    def __call__(self, function: Callable[..., Any]) -> Callable[..., Any]:
-        decorated = self.decorate(function)
-        parser = None
-
-        @functools.wraps(function)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            nonlocal parser
-            if parser is None:
-                parser = self.uri_parser
-            return decorated(self.framework.get_request(uri_parser=parser))
-
-        return wrapper
-
-
-def prepare_operations(app: FlaskApp) -> None:
-    """Have each of Connexion's Flask view functions swapped for one whose decorators are
-    built once (PreparedFlaskDecorator): same decorators, same order.
-
-    Connexion registers the operations with Flask only when it builds its middleware stack,
-    on the first request (ConnexionMiddleware._build_middleware_stack calls the Flask side's
-    add_api): the swap is made there, after each API is registered."""
-    middleware_app = app._middleware_app
-    register = middleware_app.add_api
-
-    def register_prepared(*args: Any, **kwargs: Any) -> Any:
-        api = register(*args, **kwargs)
-        _prepare_views(middleware_app.app)
-        return api
-
-    middleware_app.add_api = register_prepared
-
-
-def _prepare_views(flask_app: flask.Flask) -> None:
-    for endpoint, view in list(flask_app.view_functions.items()):
-        if isinstance(view, FlaskOperation):
-            # FlaskOperation keeps the resolved handler as _fn (Connexion 3).
-            prepared = PreparedFlaskDecorator(
-                pythonic_params=view.pythonic_params, jsonifier=view.jsonifier
-            )(view._fn)
-            flask_app.view_functions[endpoint] = prepared
-
-
-# the inner Flask app ------------------------------------------------------------------------
-
-
-def strict_flask_routes(app: FlaskApp) -> None:
-    """The inner Flask app's int converter replaced too (spec-first/connexion#770, as above)."""
-    app.app.url_map.converters["int"] = FlaskSegmentConverter
-
-
-def install_bridge(app: FlaskApp, bridge: Callable[[Any], ASGIApp]) -> None:
-    """Serve the inner Flask app through bridge(wsgi_app) in place of a2wsgi's
-    WSGIMiddleware, which FlaskApp keeps in the private _middleware_app.asgi_app."""
-    app._middleware_app.asgi_app = bridge(app.app.wsgi_app)
 
 
 def resolved(document: dict[str, Any]) -> dict[str, Any]:

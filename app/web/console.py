@@ -1,6 +1,6 @@
 """The console layer (app/web/chain.py): the owner's pages at /console/ (D35) leave the
-request path here, right after the access layer, for the console's blueprint in the same
-Flask app, through a bridge of their own.
+request path here, right after the access layer, for the console's blueprint on a Flask
+app of its own (D42: the API is Connexion's AsyncApp), through a2wsgi's WSGIMiddleware.
 
 So the API's layers never see them: no API key opens them and no quota meters them (the
 caller and quotas layers come later), and their errors are pages, never the Error bodies
@@ -50,8 +50,9 @@ def is_console(path: str) -> bool:
 
 
 class ConsolePages:
-    """Hands the console's requests to its pages (pages() is the Flask app's ASGI bridge,
-    read at the first request, once the app exists); every other request goes on."""
+    """Hands the console's requests to its pages (pages() is the console's Flask app
+    behind a2wsgi, read at the first request, once the app exists); every other request
+    goes on."""
 
     def __init__(self, app: ASGIApp, *, pages: Callable[[], ASGIApp]) -> None:
         self.app = app

@@ -43,8 +43,8 @@ from app.core.orders import format_unix_time
 from app.core.storage import Store
 from app.core.storage.records import Attempted, OrderChange, WebhookEndpoint
 from app.outbound import Sender
-from app.web.bridge import HandlerThreads
 from app.web.longpoll import RevisionWatch
+from app.web.threads import HandlerThreads
 
 log = logging.getLogger("petstore.webhooks")
 

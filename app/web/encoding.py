@@ -67,7 +67,7 @@ class Compression:
                 return
             if tagged is not None and message["type"] == "http.response.body":
                 if not message.get("more_body", False):
-                    # The whole body in one message (app/bridge.py): compressed once.
+                    # The whole body in one message (a handler's bytes): compressed once.
                     await self._send_compressed(send, start, tagged, message.get("body", b""))
                     return
                 # A streamed list: the GZipMiddleware outside compresses it as it goes.

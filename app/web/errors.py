@@ -24,7 +24,7 @@ from email.utils import formatdate
 from typing import Any
 
 import orjson
-from connexion import FlaskApp
+from connexion import AsyncApp
 from connexion.exceptions import OAuthResponseProblem, ProblemException, Unauthorized
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from starlette.exceptions import HTTPException
@@ -325,7 +325,7 @@ async def server_error_handler(request: ConnexionRequest, exc: Exception) -> Con
     return await _internal(request, exc)
 
 
-def register_error_handlers(app: FlaskApp) -> None:
+def register_error_handlers(app: AsyncApp) -> None:
     """Route every kind of exception to the Error body. The handlers are coroutines: they
     read nothing but the exception and the request, and a refusal (a 429 in a flood of
     them) costs no trip to a thread."""

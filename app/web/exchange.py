@@ -16,6 +16,7 @@ from starlette.types import Scope
 
 from app.core.errors import StoreUnavailable
 from app.core.keys import KeyCheck
+from app.core.services import Services
 from app.core.storage.records import ApiKey
 
 if TYPE_CHECKING:  # routing's layer writes the operation here
@@ -44,6 +45,9 @@ class Exchange:
     # The feed's handler: its page is empty and the request asked to wait, so the long
     # polls layer holds the answer until the revision passes this one, for these seconds.
     wait: tuple[int, float] | None = None
+    # The access layer: the services of the app serving the request, for its handler
+    # (app.web.handlers.services): PetstoreApp.services as it is when the request comes.
+    services: Services | None = None
     # The answer's status, as the answer layer saw it go out (500 until then).
     status: int = 500
     # Which fast layer answered (chain.FAST): "kept" (a kept answer replayed); "console"

@@ -16,10 +16,10 @@ class Routed:
     found into the request's Exchange, and refuses what Connexion would get wrong.
 
     - A request Connexion could not route to an operation of one of the APIs is 404
-      not_found. Connexion passes such a request on to Flask, whose router matches paths
-      Starlette's does not: with a newline in the path, a Mount's pattern matches short of
-      it, the API's base path comes out wrong, and security, validation and the
-      operation's context are all skipped.
+      not_found. Connexion passes such a request on to the AsyncApp's own router,
+      which must not be the one to decide: with a newline in the path, a Mount's
+      pattern matches short of it, the API's base path comes out wrong, and security,
+      validation and the operation's context are all skipped.
     - A request with several Authorization headers is 400 invalid_request (D12): the
       bearer check would read only the first of them."""
 

@@ -315,7 +315,7 @@ def batch_scheduling() -> None:
     preempting it at once.
 
     Why: the worker's threads hand work to one another (the event loop to a handler
-    thread, bridge.py; a batch's leader to its writes, group_commit.py), and a woken thread
+    thread, Starlette's pool; a batch's leader to its writes, group_commit.py), and a woken thread
     needs the GIL, which its waker holds. Preempting the waker, it found the GIL taken and
     slept again: two context switches for nothing (docs/performance.md has the counts).
     Threads started afterwards inherit the policy. A system without it, or refusing it,

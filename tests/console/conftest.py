@@ -9,12 +9,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from connexion import FlaskApp
 
 from app.core.config import Settings
 from app.core.storage import Store
 from app.core.users import accounts
-from app.web import create_app
+from app.web import PetstoreApp, create_app
 
 HOST = "testserver"  # the test client's own host
 ORIGIN = f"http://{HOST}"  # and origin
@@ -115,13 +114,13 @@ def console_settings(settings: Settings) -> Settings:
 
 
 @pytest.fixture
-def app(console_settings: Settings, store: Store) -> FlaskApp:
+def app(console_settings: Settings, store: Store) -> PetstoreApp:
     store.import_orders(ORDERS)
     return create_app(console_settings)
 
 
 @pytest.fixture
-def visitor(app: FlaskApp) -> Iterator[Visitor]:
+def visitor(app: PetstoreApp) -> Iterator[Visitor]:
     with app.test_client() as client:
         yield Visitor(client)
 

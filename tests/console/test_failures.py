@@ -8,10 +8,9 @@ import asyncio
 import dataclasses
 from typing import Any
 
-from connexion import FlaskApp
-
 from app.console.blueprint import STATE
 from app.core.errors import StoreUnavailable
+from app.web import PetstoreApp
 from app.web.console import ConsolePages
 from app.web.exchange import EXCHANGE, Exchange
 from tests.console.conftest import Visitor
@@ -30,14 +29,14 @@ class Failing:
         return getattr(self.store, name)
 
 
-def _failing(app: FlaskApp, error: Exception) -> None:
-    console = app.app.extensions[STATE]
+def _failing(app: PetstoreApp, error: Exception) -> None:
+    console = app.console.extensions[STATE]
     services = dataclasses.replace(console.services, store=Failing(console.services.store,
                                                                     error))
-    app.app.extensions[STATE] = dataclasses.replace(console, services=services)
+    app.console.extensions[STATE] = dataclasses.replace(console, services=services)
 
 
-def test_a_database_that_does_not_answer_is_a_page_to_retry(app: FlaskApp,
+def test_a_database_that_does_not_answer_is_a_page_to_retry(app: PetstoreApp,
                                                             signed_in: Visitor) -> None:
     _failing(app, StoreUnavailable("SQLite: database is locked"))
     answer = signed_in.get("/console/")
@@ -46,7 +45,7 @@ def test_a_database_that_does_not_answer_is_a_page_to_retry(app: FlaskApp,
     assert "cannot reach its database" in answer.text and "locked" not in answer.text
 
 
-def test_a_fault_of_the_console_is_a_500_page_without_a_trace(app: FlaskApp,
+def test_a_fault_of_the_console_is_a_500_page_without_a_trace(app: PetstoreApp,
                                                              signed_in: Visitor) -> None:
     _failing(app, RuntimeError("secret internals"))
     answer = signed_in.get("/console/")

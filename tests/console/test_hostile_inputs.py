@@ -21,7 +21,6 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
-from connexion import FlaskApp
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Rule
 
@@ -31,6 +30,7 @@ from app.core import keys, webhooks
 from app.core.config import Settings
 from app.core.storage import Store
 from app.core.users import sessions
+from app.web import PetstoreApp
 from tests.console.conftest import HOST, ORIGIN, Visitor
 
 PREFIX = "/console"
@@ -154,13 +154,13 @@ class Console:
     opened in the store as signing in opens one, and opened again when a request ended it
     (signing out)."""
 
-    def __init__(self, app: FlaskApp, client: Any, store: Store, owner: str) -> None:
+    def __init__(self, app: PetstoreApp, client: Any, store: Store, owner: str) -> None:
         self.client, self.store = client, store
         self.user = store.console_user(owner)
         self.form_token = "hostile-inputs-form-token"
-        self.rules = [rule for rule in app.app.url_map.iter_rules()
+        self.rules = [rule for rule in app.console.url_map.iter_rules()
                       if rule.endpoint.startswith("console.")]
-        self.routing = app.app.url_map.bind("testserver")
+        self.routing = app.console.url_map.bind("testserver")
         self.session_id, self.token = "", ""
         self.sign_in()
 
@@ -285,7 +285,7 @@ def _hostile_requests(rule: Rule, method: str, known: Known, every_name: set[str
 @pytest.mark.fuzz
 @pytest.mark.parametrize("signed_in", [True, False], ids=["signed in", "signed out"])
 def test_no_hostile_input_to_any_console_route_is_a_5xx_or_a_traceback(
-        app: FlaskApp, store: Store, owner: str, caplog: pytest.LogCaptureFixture,
+        app: PetstoreApp, store: Store, owner: str, caplog: pytest.LogCaptureFixture,
         signed_in: bool) -> None:
     caplog.set_level(logging.WARNING)
     store.import_pets(CATALOGUE)
@@ -300,7 +300,7 @@ def test_no_hostile_input_to_any_console_route_is_a_5xx_or_a_traceback(
         for rule in console.rules:
             # Signed out, a view that needs a session reads nothing: the guard answers
             # first (the declaration of blueprint.needs), after routing its path.
-            opens = signed_in or PUBLIC in stages_of(app.app.view_functions[rule.endpoint])
+            opens = signed_in or PUBLIC in stages_of(app.console.view_functions[rule.endpoint])
             for method in sorted(rule.methods - FLASKS_OWN):
                 routes.add((rule.rule, method))
                 for url, form in _hostile_requests(rule, method, known[_key(rule)],
@@ -320,7 +320,7 @@ def test_no_hostile_input_to_any_console_route_is_a_5xx_or_a_traceback(
     assert len(routes) >= 40 and sent > 2_000  # the walk found the console's pages
 
 
-def test_what_the_issue_found_is_each_a_page_that_says_so(app: FlaskApp, signed_in: Visitor,
+def test_what_the_issue_found_is_each_a_page_that_says_so(app: PetstoreApp, signed_in: Visitor,
                                                           store: Store) -> None:
     """An id past int64 names no page (404: D7's range, the store's), in a path; in a
     filter it is the form's error, as a date past the calendar is; a version that is no

@@ -10,12 +10,11 @@ import re
 import time
 
 import pyotp
-from connexion import FlaskApp
 
 from app.core.config import Settings
 from app.core.storage import Store
 from app.core.users import accounts
-from app.web import create_app
+from app.web import PetstoreApp, create_app
 from tests.console.conftest import GOOD, Visitor, form_key
 
 PAGE = "/console/account/second-factor"
@@ -188,7 +187,7 @@ def test_a_required_second_factor_is_not_removed(console_settings: Settings, sto
 
 
 def test_the_password_asked_here_is_throttled_as_at_the_sign_in(
-        app: FlaskApp, signed_in: Visitor, store: Store) -> None:
+        app: PetstoreApp, signed_in: Visitor, store: Store) -> None:
     signed_in.get(PAGE)
     secret = _offered(signed_in.page)
     for _ in range(5):

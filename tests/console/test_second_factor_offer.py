@@ -10,13 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 import pyotp
-from connexion import FlaskApp
 
 from app.console.blueprint import PUBLIC, stages_of
 from app.core.config import Settings
 from app.core.storage import Store
 from app.core.users import accounts, recovery, sessions
-from app.web import create_app
+from app.web import PetstoreApp, create_app
 from tests.console.conftest import GOOD, Visitor
 from tests.console.test_second_factor import _offered, codes_shown, enrol, onward
 
@@ -117,7 +116,7 @@ def test_the_servers_reset_of_a_lost_authenticator_offers_one_again(
 
 def test_where_required_no_page_opens_until_a_second_factor_is_set_up(
         console_settings: Settings, store: Store) -> None:
-    app: FlaskApp = create_app(console_settings.replace(console_require_totp=True))
+    app: PetstoreApp = create_app(console_settings.replace(console_require_totp=True))
     with app.test_client() as client:
         visitor = Visitor(client)
         changed = _first_password(visitor, store)
@@ -129,8 +128,8 @@ def test_where_required_no_page_opens_until_a_second_factor_is_set_up(
         # Every rule of the console's URL map that is a page of it: a GET goes to the
         # second factor, anything else is refused, and nothing changes.
         walked = 0
-        for rule in app.app.url_map.iter_rules():
-            stages = stages_of(app.app.view_functions[rule.endpoint])
+        for rule in app.console.url_map.iter_rules():
+            stages = stages_of(app.console.view_functions[rule.endpoint])
             if (not rule.endpoint.startswith("console.") or rule.endpoint == "console.static"
                     or PUBLIC in stages or sessions.ENROL in stages):
                 continue

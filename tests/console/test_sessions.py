@@ -11,11 +11,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from connexion import FlaskApp
 
 from app.core.config import Settings
 from app.core.storage import Store
 from app.core.users import accounts, sessions
+from app.web import PetstoreApp
 from tests.console.conftest import GOOD, Visitor
 
 REFUSED = "or it has expired. Open the page again and send it from there."  # CrossSite
@@ -98,7 +98,7 @@ def test_the_consoles_own_files_are_served_before_any_session(visitor: Visitor) 
 
 
 @pytest.mark.parametrize("base", ["http://testserver", "https://testserver"])
-def test_signing_out_clears_the_cookie_as_it_was_set(app: FlaskApp, owner: str,
+def test_signing_out_clears_the_cookie_as_it_was_set(app: PetstoreApp, owner: str,
                                                      base: str) -> None:
     """The browser drops a cookie only when told with its own name and path: over HTTPS
     the __Host- one, Secure; HttpOnly and SameSite=Strict as when it was set (D35)."""
@@ -122,7 +122,7 @@ def test_signing_out_clears_the_cookie_as_it_was_set(app: FlaskApp, owner: str,
 
 
 def test_a_sign_in_forgets_the_timed_out_sessions_and_no_other(
-        app: FlaskApp, visitor: Visitor, store: Store, owner: str,
+        app: PetstoreApp, visitor: Visitor, store: Store, owner: str,
         console_settings: Settings) -> None:
     user = store.console_user(owner)
     assert user is not None

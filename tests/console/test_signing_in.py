@@ -13,12 +13,11 @@ import re
 from urllib.parse import quote
 
 import pytest
-from connexion import FlaskApp
 
 from app.core.config import Settings
 from app.core.storage import Store
 from app.core.users import accounts
-from app.web import create_app
+from app.web import PetstoreApp, create_app
 from tests.console.conftest import GOOD, HOST, ORIGIN, Visitor
 from tests.support import make_key
 
@@ -185,7 +184,7 @@ def test_the_sign_in_form_needs_its_own_token_and_origin(visitor: Visitor, owner
                         token=token).status_code == 303
 
 
-def test_the_sixth_wrong_password_waits_from_its_address_only(app: FlaskApp, visitor: Visitor,
+def test_the_sixth_wrong_password_waits_from_its_address_only(app: PetstoreApp, visitor: Visitor,
                                                               owner: str, store: Store) -> None:
     for _ in range(5):
         assert visitor.sign_in(owner, "wrong password!").status_code == 200

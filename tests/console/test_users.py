@@ -13,13 +13,13 @@ from typing import Any
 
 import pyotp
 import pytest
-from connexion import FlaskApp
 
 from app.console.blueprint import OWNER, PUBLIC, STAFF, access_of
 from app.core import keys, webhooks
 from app.core.errors import SignInFailed, UserRefused
 from app.core.storage import Store
 from app.core.users import accounts, sessions
+from app.web import PetstoreApp
 from tests.console.conftest import GOOD, Visitor, cell, form_key, row
 
 STAFF_PASSWORD = "plum ferry lantern 7 quietly"
@@ -38,7 +38,7 @@ def _user(store: Store, name: str, role: str, password: str = STAFF_PASSWORD) ->
 
 
 @pytest.fixture
-def staff(app: FlaskApp, store: Store, owner: str) -> Visitor:
+def staff(app: PetstoreApp, store: Store, owner: str) -> Visitor:
     """A second browser, signed in as "sam", staff (the owner exists too)."""
     _user(store, "sam", accounts.STAFF)
     # Not entered as a context: the visitor fixture's client holds the app's (test_sessions).
@@ -48,8 +48,8 @@ def staff(app: FlaskApp, store: Store, owner: str) -> Visitor:
     return visitor
 
 
-def _console_rules(app: FlaskApp) -> list[Any]:
-    return [rule for rule in app.app.url_map.iter_rules()
+def _console_rules(app: PetstoreApp) -> list[Any]:
+    return [rule for rule in app.console.url_map.iter_rules()
             if rule.endpoint.startswith("console.") and rule.endpoint != "console.static"]
 
 
@@ -73,21 +73,21 @@ def _state(store: Store) -> tuple[Any, ...]:
     return store.list_console_users(), store.list_keys(), endpoints, audit
 
 
-def test_every_console_route_declares_who_may_open_it(app: FlaskApp) -> None:
+def test_every_console_route_declares_who_may_open_it(app: PetstoreApp) -> None:
     rules = _console_rules(app)
     undeclared = [rule.rule for rule in rules
-                  if access_of(app.app.view_functions[rule.endpoint]) is None]
+                  if access_of(app.console.view_functions[rule.endpoint]) is None]
     assert not undeclared, f"routes of the console without a needs(...): {undeclared}"
-    declared = {access_of(app.app.view_functions[rule.endpoint]).who  # type: ignore[union-attr]
+    declared = {access_of(app.console.view_functions[rule.endpoint]).who  # type: ignore[union-attr]
                 for rule in rules}
     assert declared == {PUBLIC, STAFF, OWNER}
     assert len(rules) >= 40  # the walk found the console's routes
 
 
 def test_a_route_that_declares_nothing_opens_to_owners_only(staff: Visitor,
-                                                            app: FlaskApp) -> None:
+                                                            app: PetstoreApp) -> None:
     """The guard fails closed: a page added without a declaration is an owner's."""
-    view = app.app.view_functions["console.users_page"]
+    view = app.console.view_functions["console.users_page"]
     declared = view.console_access
     del view.console_access
     try:
@@ -98,7 +98,7 @@ def test_a_route_that_declares_nothing_opens_to_owners_only(staff: Visitor,
 
 
 def test_staff_are_refused_every_owners_page_and_nothing_changes(
-        staff: Visitor, app: FlaskApp, store: Store) -> None:
+        staff: Visitor, app: PetstoreApp, store: Store) -> None:
     keys.create(store, plan="free", name="warehouse", per_minute=None, per_day=None)
     webhooks.create(store, None, "http://127.0.0.1:9/", None, "shop",
                     webhooks.networks("127.0.0.0/8"))
@@ -107,7 +107,7 @@ def test_staff_are_refused_every_owners_page_and_nothing_changes(
     before = _state(store)
     refused = []
     for rule in _console_rules(app):
-        if access_of(app.app.view_functions[rule.endpoint]).who != OWNER:  # type: ignore[union-attr]
+        if access_of(app.console.view_functions[rule.endpoint]).who != OWNER:  # type: ignore[union-attr]
             continue
         for method in sorted(rule.methods & {"GET", "POST"}):
             staff.get("/console/orders")  # a page of staff's, with its form token
@@ -130,10 +130,10 @@ def test_staff_are_refused_every_owners_page_and_nothing_changes(
 
 
 def test_staff_open_the_orders_the_pets_and_their_own_account(staff: Visitor,
-                                                              app: FlaskApp) -> None:
+                                                              app: PetstoreApp) -> None:
     opened = []
     for rule in _console_rules(app):
-        access = access_of(app.app.view_functions[rule.endpoint])
+        access = access_of(app.console.view_functions[rule.endpoint])
         if access is None or access.who != STAFF or "GET" not in rule.methods or (
                 "<" in rule.rule) or sessions.OPEN not in access.stages:
             continue
@@ -193,7 +193,7 @@ def _password(page: str) -> str:
     return html.unescape(found.group(1))
 
 
-def test_an_owner_adds_a_user_whose_password_is_shown_once(signed_in: Visitor, app: FlaskApp,
+def test_an_owner_adds_a_user_whose_password_is_shown_once(signed_in: Visitor, app: PetstoreApp,
                                                            store: Store) -> None:
     added = _add(signed_in, name="sam", role="staff", password=GOOD)
     assert added.status_code == 200 and added.headers["cache-control"] == "no-store"

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from connexion import FlaskApp
 from markupsafe import escape
 
 from app.core import feed, webhooks
@@ -25,7 +24,7 @@ from app.core.config import Settings
 from app.core.orders import utc_now
 from app.core.storage import Store
 from app.core.storage.records import WebhookEndpoint
-from app.web import create_app
+from app.web import PetstoreApp, create_app
 from tests.console.conftest import ORDERS, Visitor, cell, form_key, row
 from tests.receivers import Receiver, receiving
 from tests.support import make_key
@@ -46,7 +45,7 @@ def storefront(store: Store) -> str:
 
 
 @pytest.fixture
-def app(console_settings: Settings, store: Store, storefront: str) -> FlaskApp:
+def app(console_settings: Settings, store: Store, storefront: str) -> PetstoreApp:
     store.import_orders(ORDERS)
     return create_app(console_settings)
 

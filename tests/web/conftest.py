@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connexion import FlaskApp
+from connexion import AsyncApp
 
 from app.core import keys
 from app.core.config import Settings
 from app.core.storage import Store, open_store
-from app.web import chain, create_app
+from app.web import PetstoreApp, chain, create_app
 from tests.support import ISSUED_SECRETS, make_key
 
 ORDERS = [
@@ -24,14 +24,14 @@ ORDERS = [
 
 
 @pytest.fixture
-def app(settings: Settings, store: Store) -> FlaskApp:
+def app(settings: Settings, store: Store) -> PetstoreApp:
     assert settings.validate_responses, "every HTTP test validates its responses"
     store.import_orders(ORDERS)
     return create_app(settings)
 
 
 @pytest.fixture
-def client(app: FlaskApp) -> Iterator[Any]:
+def client(app: PetstoreApp) -> Iterator[Any]:
     with app.test_client() as client:
         yield client
 
@@ -50,15 +50,15 @@ def auth(key: str) -> dict[str, str]:
 def every_app_validates_its_responses(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every app an HTTP test builds checks each response against the OpenAPI document:
     add_api refuses to build one that would not."""
-    add_api = FlaskApp.add_api
+    add_api = AsyncApp.add_api
 
-    def checked(self: FlaskApp, *args: Any, **kwargs: Any) -> Any:
+    def checked(self: AsyncApp, *args: Any, **kwargs: Any) -> Any:
         assert kwargs.get("validate_responses") is True, (
             "HTTP tests run with validate_responses=True"
         )
         return add_api(self, *args, **kwargs)
 
-    monkeypatch.setattr(FlaskApp, "add_api", checked)
+    monkeypatch.setattr(AsyncApp, "add_api", checked)
 
 
 # Of the answers of the served chain and of the long way, every header is compared but these,

@@ -79,7 +79,8 @@ def _writes_an_answer(tree: ast.AST) -> bool:
             called = node.func
             name = called.attr if isinstance(called, ast.Attribute) else getattr(
                 called, "id", None)
-            if name in ("Response", "ConnexionResponse", "write_refusal", "json_response"):
+            if name in ("Response", "ConnexionResponse", "StreamingResponse",
+                        "write_refusal", "json_response"):
                 return True
     return False
 

@@ -12,12 +12,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from connexion import FlaskApp
 
 from app.core.config import Settings
 from app.core.keys import DIGESTS_FRESH
 from app.core.storage import Store, open_store
-from app.web import create_app
+from app.web import PetstoreApp, create_app
 from tests.support import assert_error, make_key
 
 LIST = "/v1/store/orders"
@@ -59,8 +58,8 @@ def test_a_flood_of_random_tokens_costs_a_bounded_number_of_key_reads_off_the_lo
     store = open_store(store_settings)
     try:
         key = make_key(store, plan="business")
-        app: FlaskApp = create_app(store_settings)
-        keyring = app.app.extensions["petstore"].keyring
+        app: PetstoreApp = create_app(store_settings)
+        keyring = app.services.keyring
         counting = keyring.store = CountingReads(keyring.store)
         with app.test_client() as client:
             started = time.monotonic()
@@ -85,7 +84,7 @@ def test_a_flood_of_random_tokens_costs_a_bounded_number_of_key_reads_off_the_lo
 
 def test_a_key_made_while_no_token_missed_works_at_once(settings: Settings,
                                                         store: Store) -> None:
-    app: FlaskApp = create_app(settings)
+    app: PetstoreApp = create_app(settings)
     with app.test_client() as client:
         assert client.get(LIST).status_code == 401  # the app is built and serving
         key = make_key(store)

@@ -64,7 +64,7 @@ def test_after_the_sunset_the_operation_answers_410_gone(
 ) -> None:
     monkeypatch.setattr(deprecation.Deprecations, "__init__", _after_sunset(
         deprecation.Deprecations.__init__))
-    app = create_app(pets_client.app.app.extensions["petstore"].settings)
+    app = create_app(pets_client.app.services.settings)
     with app.test_client() as client:
         response = client.get("/v1/pets/1", headers=pets_auth)
         body = assert_error(response, 410, "gone")

@@ -8,13 +8,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from connexion import FlaskApp
 
 from app.core.config import Settings
 from app.core.errors import StoreUnavailable
 from app.core.quotas.counters import VIOLATION_GRACE
 from app.core.storage import Store
-from app.web import create_app
+from app.web import PetstoreApp, create_app
 from tests.support import assert_error, make_key, wait_until, wrap_store
 from tests.web.test_failures import ExplodingStore
 
@@ -283,8 +282,8 @@ class UnreachableKeys:
 def test_a_failing_database_during_the_key_check_is_503_not_500(
     quota_settings: Settings, store: Store, small: str
 ) -> None:
-    app: FlaskApp = create_app(quota_settings)
-    app.app.extensions["petstore"].keyring.store = UnreachableKeys()
+    app: PetstoreApp = create_app(quota_settings)
+    app.services.keyring.store = UnreachableKeys()
     with app.test_client() as client:
         response = client.get(LIST, headers={"Authorization": f"Bearer {small}"})
     assert_error(response, 503, "service_unavailable")

@@ -9,12 +9,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from connexion import FlaskApp
 from standardwebhooks.webhooks import Webhook
 
 from app.core.config import Settings
 from app.core.storage import Store
-from app.web import create_app
+from app.web import PetstoreApp, create_app
 from app.web.routing import operations
 from tests.receivers import Receiver, receiving
 from tests.support import assert_error, make_key, text_id
@@ -31,7 +30,7 @@ def loopback(settings: Settings) -> Settings:
 
 
 @pytest.fixture
-def app(loopback: Settings, store: Store) -> FlaskApp:
+def app(loopback: Settings, store: Store) -> PetstoreApp:
     store.import_orders([{"id": 1, "petId": 1, "quantity": 1}])
     return create_app(loopback)
 

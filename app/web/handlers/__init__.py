@@ -1,4 +1,13 @@
-"""One module per OpenAPI tag; each function is the snake_case of an operationId."""
+"""One module per OpenAPI tag; each function is the snake_case of an operationId.
+
+Handlers are plain synchronous functions, framework-neutral: Connexion's AsyncApp runs them
+in its thread pool (D42). They read the request through `connexion.request` (a Starlette
+request), reach the running app's Services through the request's Exchange (the access
+layer puts there the services of the app serving it: app.web.PetstoreApp.services), and
+answer with Connexion's responses: a ConnexionResponse for bytes already encoded (never run
+through the jsonifier), a tuple for a body the jsonifier encodes, no_content() for a 204 or
+a 304 (no body, no Content-Type, no Content-Length).
+"""
 
 from __future__ import annotations
 
@@ -6,30 +15,39 @@ import json
 from typing import Any
 from urllib.parse import urlencode
 
-import flask
+import connexion
+from connexion.lifecycle import ConnexionResponse
 
 from app.core.services import Services
 from app.web.exchange import Exchange, exchange
 
-SERVICES = "petstore"  # the key of the running app's Services in Flask's extensions
+
+def request_exchange() -> Exchange:
+    """The Exchange of the request being handled (the access layer made it)."""
+    return exchange(connexion.request.scope)
 
 
 def services() -> Services:
     """The running app's store, keyring and settings."""
-    services: Services = flask.current_app.extensions[SERVICES]
-    return services
+    found = request_exchange().services
+    assert found is not None, "the access layer gives every request its app's services"
+    return found
 
 
-def request_exchange() -> Exchange:
-    """The Exchange of the request being handled: the WSGI environ the bridge builds
-    carries the request's ASGI scope (a2wsgi_internals.wsgi_environ)."""
-    return exchange(flask.request.environ["asgi.scope"])
+def request_path() -> str:
+    """The request's path below the app's root path, as a WSGI app's PATH_INFO was: the
+    path Location and Link headers are made of (the ASGI scope's path includes the root
+    path)."""
+    scope = connexion.request.scope
+    path: str = scope["path"]
+    root = scope.get("root_path", "")
+    return path[len(root):] if root and path.startswith(root) else path
 
 
 def header(name: str) -> str | None:
-    """A request header as a WSGI app sees it: every value of the name, joined by commas
-    (PEP 3333), or None."""
-    values = flask.request.headers.getlist(name)
+    """A request header: every value of the name, joined by commas (as PEP 3333 gave them
+    to the WSGI handlers before D42), or None."""
+    values = connexion.request.headers.getlist(name)
     return ",".join(values) if values else None
 
 
@@ -43,20 +61,20 @@ def request_json(body: Any) -> Any:
 
 
 def json_response(status: int, body: bytes,
-                  headers: dict[str, str] | None = None) -> flask.Response:
+                  headers: dict[str, str] | None = None) -> ConnexionResponse:
     """An application/json answer of body, already encoded."""
-    return flask.Response(body, status, mimetype="application/json", headers=headers)
+    return ConnexionResponse(status_code=status, content_type="application/json", body=body,
+                             headers=dict(headers or {}))
 
 
-def no_content(status: int = 204, headers: dict[str, str] | None = None) -> flask.Response:
-    """A 204 (or 304) with neither body nor Content-Type (Flask would label it text/html)."""
-    response = flask.Response(status=status, headers=headers)
-    del response.headers["Content-Type"]
-    return response
+def no_content(status: int = 204, headers: dict[str, str] | None = None) -> ConnexionResponse:
+    """A 204 (or 304) with neither body nor Content-Type nor Content-Length. (`NoContent`
+    in a tuple would take the operation's JSON type as its Content-Type.)"""
+    return ConnexionResponse(status_code=status, headers=dict(headers or {}))
 
 
 def next_link(cursor: str) -> str:
     """The Link header of a list's next page: this request's query with the next cursor."""
-    pairs = [(k, v) for k, v in flask.request.args.items(multi=True) if k != "cursor"]
-    target = f"{flask.request.path}?{urlencode([*pairs, ('cursor', cursor)], safe=',')}"
+    pairs = [(k, v) for k, v in connexion.request.query_params.multi_items() if k != "cursor"]
+    target = f"{request_path()}?{urlencode([*pairs, ('cursor', cursor)], safe=',')}"
     return f'<{target}>; rel="next"'

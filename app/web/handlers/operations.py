@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import flask
+import connexion
+from connexion.lifecycle import ConnexionResponse
+from starlette.exceptions import HTTPException
 
 from app.core import metrics
 from app.web.handlers import services
@@ -22,12 +24,13 @@ def get_readiness() -> tuple[dict[str, Any], int]:
     return current.readiness.report(), 200
 
 
-def get_metrics() -> flask.Response:
+def get_metrics() -> ConnexionResponse:
     """GET /metrics: Prometheus metrics, only to PETSTORE_METRICS_ALLOW."""
     current = services()
     settings = current.settings
+    client = connexion.request.client
     if not (settings.metrics_enabled
-            and metrics.allowed(flask.request.remote_addr, settings.metrics_allow)):
-        flask.abort(404)
+            and metrics.allowed(client.host if client else None, settings.metrics_allow)):
+        raise HTTPException(404)
     body, content_type = metrics.render(current.store)
-    return flask.Response(body, content_type=content_type)
+    return ConnexionResponse(status_code=200, content_type=content_type, body=body)

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import flask
+from connexion.lifecycle import ConnexionResponse
 
 from app.core import orders
-from app.web.conditional import kept, list_etag, tagged_json
+from app.web.conditional import Tagged, kept, list_etag, tagged_json
 from app.web.handlers import no_content, services
 
 
 @kept
-def list_orders() -> flask.Response:
+def list_orders() -> Tagged:
     """GET /store/orders: every order in the store, with the list's ETag, or 304 when
     If-None-Match matches it."""
     found = services()
@@ -20,7 +20,7 @@ def list_orders() -> flask.Response:
     return tagged_json(body, tag=list_etag(revision))
 
 
-def cancel_order(orderId: int, token_info: dict[str, Any]) -> flask.Response:
+def cancel_order(orderId: int, token_info: dict[str, Any]) -> ConnexionResponse:
     """DELETE /store/orders/{orderId}: cancel a pending order."""
     orders.cancel(services().store, orderId, key_id=token_info["key_id"])
     return no_content()

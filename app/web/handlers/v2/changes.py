@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import flask
 import orjson
+from connexion.lifecycle import ConnexionResponse
 
 from app.core import feed
-from app.web.handlers import request_exchange, services
+from app.web.handlers import json_response, request_exchange, services
 
 
 def list_order_changes(after: str | None = None, limit: int = feed.LIMIT_DEFAULT,
-                       wait: int = 0) -> flask.Response:
+                       wait: int = 0) -> ConnexionResponse:
     """GET /store/order-changes: the orders changed after the cursor. An empty page of a
     request that asked to wait is held by the long polls layer until a change."""
     page = feed.changes(services().store, after, limit)
@@ -18,4 +18,4 @@ def list_order_changes(after: str | None = None, limit: int = feed.LIMIT_DEFAULT
                                            orjson.dumps(page.next))
     if wait and not page.orders:
         request_exchange().wait = (page.revision, float(wait))
-    return flask.Response(body, 200, mimetype="application/json")
+    return json_response(200, body)

@@ -5,20 +5,28 @@ from __future__ import annotations
 
 from typing import Any
 
-import flask
 import orjson
+from connexion.lifecycle import ConnexionResponse
 
 from app.core import orders, paging
 from app.core.storage.records import Transition
-from app.web.conditional import if_match_version, kept, order_etag, tagged_json
-from app.web.handlers import header, json_response, next_link, no_content, request_json, services
+from app.web.conditional import Tagged, if_match_version, kept, order_etag, tagged_json
+from app.web.handlers import (
+    header,
+    json_response,
+    next_link,
+    no_content,
+    request_json,
+    request_path,
+    services,
+)
 
 
 @kept
 def list_orders(limit: int = paging.LIMIT_DEFAULT, cursor: str | None = None,
                 status: list[str] | None = None, petId: int | None = None,
                 complete: bool | None = None, shipDateFrom: str | None = None,
-                shipDateTo: str | None = None, sort: str = "id") -> flask.Response:
+                shipDateTo: str | None = None, sort: str = "id") -> Tagged:
     """GET /store/orders: one page of the orders the filters select, in the sort asked."""
     query = paging.order_query(status=status, pet_id=petId, complete=complete,
                                ship_date_from=shipDateFrom, ship_date_to=shipDateTo, sort=sort)
@@ -29,34 +37,34 @@ def list_orders(limit: int = paging.LIMIT_DEFAULT, cursor: str | None = None,
 
 
 @kept
-def get_order(orderId: int) -> flask.Response:
+def get_order(orderId: int) -> Tagged:
     """GET /store/orders/{orderId}: one order, with the strong ETag of its version."""
     order, version = orders.get_versioned(services().store, orderId)
     return tagged_json(orjson.dumps(order), tag=order_etag(version))
 
 
-def place_order(body: Any, token_info: dict[str, Any]) -> flask.Response:
+def place_order(body: Any, token_info: dict[str, Any]) -> ConnexionResponse:
     """POST /store/orders: place an order under its Idempotency-Key, or replay the first
     answer to that key (D22, D23)."""
     key = orders.idempotency_key(header("Idempotency-Key"))
     current = services()
     placed = current.placing.place(current.store, request_json(body), token_info["key_id"],
                                    key)
-    headers = {"Location": f"{flask.request.path}/{placed.order['id']}",
+    headers = {"Location": f"{request_path()}/{placed.order['id']}",
                "ETag": order_etag(placed.version)}
     if placed.replayed:
         headers["Idempotent-Replayed"] = "true"
     return json_response(201, orjson.dumps(placed.order), headers)
 
 
-def cancel_order(orderId: int, token_info: dict[str, Any]) -> flask.Response:
+def cancel_order(orderId: int, token_info: dict[str, Any]) -> ConnexionResponse:
     """DELETE /store/orders/{orderId}: cancel a pending order, as v1 does, and only at the
     version If-Match names (D25)."""
     orders.cancel(services().store, orderId, token_info["key_id"], _if_match(orderId))
     return no_content()
 
 
-def ship_order(orderId: int, body: Any = None) -> flask.Response:
+def ship_order(orderId: int, body: Any = None) -> ConnexionResponse:
     """POST /store/orders/{orderId}/ship: pending becomes shipped (D24)."""
     given = request_json(body)
     when = given.get("shipDate") if isinstance(given, dict) else None
@@ -65,7 +73,7 @@ def ship_order(orderId: int, body: Any = None) -> flask.Response:
     return _current(orderId, moved)
 
 
-def complete_order(orderId: int) -> flask.Response:
+def complete_order(orderId: int) -> ConnexionResponse:
     """POST /store/orders/{orderId}/complete: shipped becomes complete (D24)."""
     moved = orders.complete(services().store, orderId, _if_match(orderId))
     return _current(orderId, moved)
@@ -77,7 +85,7 @@ def _if_match(order_id: int) -> int | None:
                             lambda: services().store.order_version(order_id))
 
 
-def _current(order_id: int, moved: Transition) -> flask.Response:
+def _current(order_id: int, moved: Transition) -> ConnexionResponse:
     """200 with the order as the move left it (read again when the store did not give it)
     and its ETag."""
     if moved.order is not None and moved.version is not None:

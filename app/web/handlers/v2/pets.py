@@ -6,18 +6,26 @@ from __future__ import annotations
 
 from typing import Any
 
-import flask
 import orjson
+from connexion.lifecycle import ConnexionResponse
 
 from app.core import orders, paging, pets
-from app.web.conditional import if_match_version, kept, order_etag, tagged_json
-from app.web.handlers import header, json_response, next_link, no_content, request_json, services
+from app.web.conditional import Tagged, if_match_version, kept, order_etag, tagged_json
+from app.web.handlers import (
+    header,
+    json_response,
+    next_link,
+    no_content,
+    request_json,
+    request_path,
+    services,
+)
 
 
 @kept
 def list_pets(limit: int = paging.LIMIT_DEFAULT, cursor: str | None = None,
               status: list[str] | None = None, tag: list[str] | None = None,
-              category: str | None = None) -> flask.Response:
+              category: str | None = None) -> Tagged:
     """GET /pets: one page of the pets the filters select, by id."""
     query = pets.pet_query(status=status, tag=tag, category=category)
     page = pets.page(services().store, query, limit, cursor)
@@ -27,31 +35,31 @@ def list_pets(limit: int = paging.LIMIT_DEFAULT, cursor: str | None = None,
 
 
 @kept
-def get_pet(petId: int) -> flask.Response:
+def get_pet(petId: int) -> Tagged:
     """GET /pets/{petId}: one pet, with the strong ETag of its version."""
     pet, version = pets.get_versioned(services().store, petId)
     return tagged_json(orjson.dumps(pet), tag=order_etag(version))
 
 
 @kept
-def get_inventory() -> flask.Response:
+def get_inventory() -> Tagged:
     """GET /store/inventory: units by order status and the tracked stock, of one moment."""
     return tagged_json(orjson.dumps(pets.inventory(services().store)))
 
 
-def add_pet(body: dict[str, Any], token_info: dict[str, Any]) -> flask.Response:
+def add_pet(body: dict[str, Any], token_info: dict[str, Any]) -> ConnexionResponse:
     """POST /pets: add a pet under its Idempotency-Key, or replay the first answer to that
     key (D32, as placing an order, D23)."""
     key = orders.idempotency_key(header("Idempotency-Key"))
     written = pets.add(services().store, request_json(body), token_info["key_id"], key)
-    headers = {"Location": f"{flask.request.path}/{written.pet['id']}",
+    headers = {"Location": f"{request_path()}/{written.pet['id']}",
                "ETag": order_etag(written.version)}
     if written.replayed:
         headers["Idempotent-Replayed"] = "true"
     return json_response(201, orjson.dumps(written.pet), headers)
 
 
-def update_pet(petId: int, body: dict[str, Any]) -> flask.Response:
+def update_pet(petId: int, body: dict[str, Any]) -> ConnexionResponse:
     """PATCH /pets/{petId}: a JSON merge patch of the pet, at the version If-Match names
     (D32, D25)."""
     version = _if_match(petId)
@@ -59,7 +67,7 @@ def update_pet(petId: int, body: dict[str, Any]) -> flask.Response:
     return json_response(200, orjson.dumps(written.pet), {"ETag": order_etag(written.version)})
 
 
-def adjust_stock(petId: int, body: dict[str, Any], token_info: dict[str, Any]) -> flask.Response:
+def adjust_stock(petId: int, body: dict[str, Any], token_info: dict[str, Any]) -> ConnexionResponse:
     """POST /pets/{petId}/adjust-stock: units received or written off, once per
     Idempotency-Key (D33)."""
     key = orders.idempotency_key(header("Idempotency-Key"))
@@ -72,7 +80,7 @@ def adjust_stock(petId: int, body: dict[str, Any], token_info: dict[str, Any]) -
     return json_response(200, orjson.dumps(written.pet), headers)
 
 
-def withdraw_pet(petId: int) -> flask.Response:
+def withdraw_pet(petId: int) -> ConnexionResponse:
     """DELETE /pets/{petId}: the pet takes no new order; again changes nothing (D32)."""
     pets.withdraw(services().store, petId)
     return no_content()

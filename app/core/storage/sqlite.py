@@ -1,6 +1,6 @@
 """The SQLite store, through sqlite-utils: the only module that imports sqlite3.
 
-Each thread gets its own connection (Flask handlers run in a thread pool under Connexion 3,
+Each thread gets its own connection (the handlers run in a thread pool under Connexion 3,
 and a sqlite3 connection belongs to the thread that opened it). Every connection runs with
 ``synchronous=FULL`` in WAL mode, so an acknowledged write survives a machine crash, and
 with a busy timeout of at most 1 s, after which the caller gets StoreUnavailable (503).

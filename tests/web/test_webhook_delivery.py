@@ -156,7 +156,7 @@ def test_order_holds_under_300_changes_from_two_writers(
         store: Store, database: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="petstore.webhooks")
     with receiving() as receiver:
-        _endpoint(store, receiver.url)
+        endpoint, _ = _endpoint(store, receiver.url)
 
         def write(first: int) -> None:
             # As a client retries a 503: SQLite's lock is waited for 1 s at most (D15),
@@ -180,12 +180,18 @@ def test_order_holds_under_300_changes_from_two_writers(
             got = receiver.wait_until(lambda got: {r.message["data"]["id"] for r in got
                                                    if r.message["type"] == "order.shipped"}
                                       == set(range(1, 151)), timeout=30)
-        # A message whose attempt could not be written (the writers held SQLite's lock past
-        # its second, on a loaded machine) is sent again at once, with its webhook-id: at
-        # least once (D28), and said in the log each time.
+        # A message is sent again with its webhook-id (at least once, D28) only when its
+        # attempt failed, and the store says so (no answer within the 2 s timeout, which a
+        # loaded machine can pass: the receiver's late answer finds the connection gone), or
+        # when its attempt could not be written (the writers held SQLite's lock past its
+        # second), which the log says each time.
         once = [r for i, r in enumerate(got) if i == 0 or r.id != got[i - 1].id]
+        again = [r.id for i, r in enumerate(got) if i and r.id == got[i - 1].id]
+        failed = {attempt.webhook_id for attempt in store.webhook_attempts(endpoint.id, None, 1000)
+                  if attempt.status is None or attempt.status >= 300}
         stopped = [m for m in _warnings(caplog) if "delivery stopped" in m]
-        assert len(got) - len(once) <= len(stopped), stopped
+        unexplained = [webhook_id for webhook_id in again if webhook_id not in failed]
+        assert len(unexplained) <= len(stopped), (unexplained, stopped)
         _in_feed_order(once)
         last = {r.message["data"]["id"]: r.message["data"]["status"] for r in got}
         assert set(last.values()) == {"shipped"}

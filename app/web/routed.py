@@ -21,12 +21,17 @@ class Routed:
       pattern matches short of it, the API's base path comes out wrong, and security,
       validation and the operation's context are all skipped.
     - A request with several Authorization headers is 400 invalid_request (D12): the
-      bearer check would read only the first of them."""
+      bearer check would read only the first of them.
+    - The body of an operation that declares none is ignored (D6), and so is its media
+      type: Connexion's AsyncApp reads every request's form for its handler's files, and
+      a GET said to be multipart/form-data without a boundary was a 400."""
 
     def __init__(self, app: ASGIApp, *, base_paths: tuple[str, ...]) -> None:
         self.app = app
         self.base_paths = base_paths
         self.operations = operation_by_id()
+        self.bodiless = frozenset(operation.id for operation in self.operations.values()
+                                  if "requestBody" not in operation.definition)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -36,4 +41,7 @@ class Routed:
             exchange(scope).operation = self.operations[operation_id]
             if sum(1 for name, _ in scope["headers"] if name == b"authorization") > 1:
                 raise DuplicateAuthorization()
+            if operation_id in self.bodiless:
+                scope["headers"] = [(name, value) for name, value in scope["headers"]
+                                    if name != b"content-type"]
         await self.app(scope, receive, send)

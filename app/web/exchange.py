@@ -51,8 +51,7 @@ class Exchange:
     # The answer's status, as the answer layer saw it go out (500 until then).
     status: int = 500
     # Which fast layer answered (chain.FAST): "kept" (a kept answer replayed); "console"
-    # for the console's pages (D35); None for the long way. The
-    # access line says it.
+    # for the console's pages (D35); None for the long way. The access line says it.
     answered_by: str | None = None
 
     @property

@@ -1,5 +1,5 @@
 """The console's errors as pages (D35): 403, 404, 405, 409, 429 and 500 are HTML for a person,
-never the API's Error bodies (the console layer keeps its requests away from Connexion's
+never the API's Error bodies (the access layer keeps its requests away from Connexion's
 exception middleware, app/web/console.py). Flask finds a blueprint's handlers only for
 URLs routed to it, so any other path under /console/ is routed to not_found here: doubled
 slashes included, which werkzeug would otherwise merge into a redirect raised outside the

@@ -2,7 +2,7 @@
 
 The API is served by Connexion's AsyncApp (D42): its plain `def` handlers run in its thread
 pool, behind one router, with no bridge. The console (D35) is a Flask app of its own beside
-it, which the console layer serves through a2wsgi's public WSGIMiddleware.
+it, which the access layer hands its requests through a2wsgi's public WSGIMiddleware.
 
 The request path is declared once, in request order, in chain.py (LAYERS); what a
 request carries from layer to layer is its Exchange (exchange.py). Every reach into
@@ -133,7 +133,7 @@ def create_app(settings: Settings | None = None, *,
         jsonifier=OrjsonJsonifier(),
     )
     app.services = services
-    # The console's blueprint in a Flask app of its own; the console layer hands it its
+    # The console's blueprint in a Flask app of its own; the access layer hands it its
     # requests past the API's layers (app/web/console.py).
     app.console = flask.Flask("app.console")
     register_console(app.console, services, plans)

@@ -14,12 +14,12 @@ import random
 import re
 import time
 from collections.abc import Callable
-from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.core import metrics
 from app.core.services import Services
+from app.web import console
 from app.web.connexion_internals import share_extensions
 from app.web.exchange import EXCHANGE, Exchange, exchange_or_none
 
@@ -34,12 +34,6 @@ def request_id_of(scope: Scope) -> str | None:
     return found.request_id if found is not None else None
 
 
-def add_missing(headers: Any, extra: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """headers with those of extra it does not have yet."""
-    present = {name for name, _ in headers}
-    return [*headers, *((name, value) for name, value in extra if name not in present)]
-
-
 def _new_id() -> str:
     """A new request id: 128 random bits as 32 hex digits. An id must be unique, not secret,
     so it comes from the random module (reseeded in every forked worker), not from the
@@ -50,11 +44,16 @@ def _new_id() -> str:
 class AccessLog:
     """The access layer: makes the request's Exchange with its request id, and logs one
     access line per request, with the operation's path template, the key's id and which
-    layer answered."""
+    layer answered. The console's pages (D35) branch off here, to their own Flask app
+    (pages(), console.py); every other request goes on to the API's layers."""
 
     def __init__(self, app: ASGIApp, *, documents: tuple[str, ...] = (),
-                 services: Callable[[], Services] | None = None) -> None:
+                 services: Callable[[], Services] | None = None,
+                 pages: Callable[[], ASGIApp] | None = None) -> None:
         self.app = app
+        # The console's Flask app behind a2wsgi, read at each console request (it exists
+        # once the app does); None: no console here.
+        self.pages = pages
         # The services of the app, read for each request into its Exchange (the handlers'
         # way to them: app.web.handlers.services).
         self.services = services
@@ -77,9 +76,12 @@ class AccessLog:
         share_extensions(scope)
         started = time.perf_counter()
         try:
-            await self.app(scope, receive, send)
+            if self.pages is not None and console.is_console(scope["path"]):
+                await console.serve(self.pages(), found, scope, receive, send)
+            else:
+                await self.app(scope, receive, send)
         finally:
-            # The answer layer notes the status; none reached it (the request failed
+            # The errors layer notes the status; none reached it (the request failed
             # outside it): Connexion's server errors answer 500.
             self._log(scope, found, found.status, time.perf_counter() - started)
 

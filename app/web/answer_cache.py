@@ -20,9 +20,9 @@ What it keeps: a 200 answered in one piece with an ETag, or a 304, by a @kept op
 that the documents do not deprecate (a deprecated operation's answer changes with the
 clock at its sunset, D13); each under the revision read before the handler read the
 orders, so that a change made meanwhile leaves it stale at once. It sits after the caller
-and quotas layers, so the request is counted and the rate-limit headers, the request id
-and gzip are the outer layers' as for any answer; the answer layer checks a replay against
-the document where responses are validated. An answer goes only to the key it was made
+layer, so the request is counted and the rate-limit headers, the request id and gzip are
+the outer layers' as for any answer; the errors layer checks a replay against the document
+where responses are validated. An answer goes only to the key it was made
 for: a kept answer never carries one key's data to another.
 """
 

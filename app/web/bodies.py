@@ -2,11 +2,11 @@
 whether its Content-Length says so at once or a chunked body grows past it; and a JSON body
 that is not UTF-8 is 400 invalid_request (Connexion's JSON validator decodes it unguarded, a
 UnicodeDecodeError and so a 500), and so is one whose escapes stand for half a surrogate pair
-alone (lone_surrogate). Added before Connexion's validation
-(the body limit layer of chain.py), so the quotas have counted the request, and the
-problem it raises is answered by the error handlers with the Error body. Only POST and
-PATCH (a webhook endpoint's update, D28) carry a body here; GET and DELETE bodies are
-ignored, as ever (D6)."""
+alone (lone_surrogate). Read by the validation layer of chain.py before Connexion's
+validators (connexion_internals.PreparedRequestValidation), so the quotas have counted
+the request, and the problem it raises is answered by the error handlers with the Error
+body. Only POST and PATCH (a webhook endpoint's update, D28) carry a body here; GET and
+DELETE bodies are ignored, as ever (D6)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import json
 import re
 
 from connexion.exceptions import ClientProblem
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope
 
 from app.web.validation import whole_body_problem
 
@@ -30,47 +30,41 @@ def too_large() -> ClientProblem:
                          detail=f"The request body is larger than {MAX_BODY_BYTES} bytes.")
 
 
-class BodyLimit:
-    """Reads a POST's or PATCH's body (at most MAX_BODY_BYTES: 413 past it, read no further), checks
-    that a JSON one is UTF-8, and hands it on whole."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in ("POST", "PATCH"):
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope["headers"])
-        length = headers.get(b"content-length", b"")
-        if length.isdigit() and content_length(length) > MAX_BODY_BYTES:
+async def bounded(scope: Scope, receive: Receive) -> tuple[Scope, Receive]:
+    """A POST's or PATCH's body read (at most MAX_BODY_BYTES: 413 past it, read no
+    further), a JSON one checked to be UTF-8, and handed on whole: the scope and receive
+    the validators and the handler read it from. Other methods' go on as they are."""
+    if scope["type"] != "http" or scope["method"] not in ("POST", "PATCH"):
+        return scope, receive
+    headers = dict(scope["headers"])
+    length = headers.get(b"content-length", b"")
+    if length.isdigit() and content_length(length) > MAX_BODY_BYTES:
+        raise too_large()
+    body, more = b"", True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":  # the client left
+            return scope, replay([message], receive)
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
+        if len(body) > MAX_BODY_BYTES:
             raise too_large()
-        body, more = b"", True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":  # the client left
-                await self.app(scope, replay([message], receive), send)
-                return
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-            if len(body) > MAX_BODY_BYTES:
-                raise too_large()
-        if b"json" in headers.get(b"content-type", b"").lower():
-            try:
-                body.decode("utf-8")
-            except UnicodeDecodeError:
-                raise whole_body_problem("not_utf8") from None
-            if lone_surrogate(body):
-                raise whole_body_problem("lone_surrogate")
-        if (length or body) and length != b"%d" % len(body):
-            # Validation reads the body's length from Content-Length, with int(): a chunked
-            # body has none, and was refused as missing; a value of leading zeros past
-            # 4,300 digits made int() a ValueError, and a 500. The body goes on whole, so
-            # it is no longer chunked: Flask reads none of a body still said to be.
-            scope["headers"] = [*((name, value) for name, value in scope["headers"]
-                                  if name not in (b"content-length", b"transfer-encoding")),
-                                (b"content-length", b"%d" % len(body))]
-        await self.app(scope, replay([{"type": "http.request", "body": body}], receive), send)
+    if b"json" in headers.get(b"content-type", b"").lower():
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise whole_body_problem("not_utf8") from None
+        if lone_surrogate(body):
+            raise whole_body_problem("lone_surrogate")
+    if (length or body) and length != b"%d" % len(body):
+        # Validation reads the body's length from Content-Length, with int(): a chunked
+        # body has none, and was refused as missing; a value of leading zeros past 4,300
+        # digits made int() a ValueError, and a 500. The body goes on whole, so it is no
+        # longer chunked: the handler reads none of a body still said to be.
+        scope["headers"] = [*((name, value) for name, value in scope["headers"]
+                              if name not in (b"content-length", b"transfer-encoding")),
+                            (b"content-length", b"%d" % len(body))]
+    return scope, replay([{"type": "http.request", "body": body}], receive)
 
 
 def lone_surrogate(body: bytes) -> bool:

@@ -7,24 +7,23 @@ gives the layers after it (gives), and which layers must come before it where th
 have them (after). build() refuses a chain whose order breaks one of these, naming it.
 
 What one layer hands the next is the request's Exchange (exchange.py), not loose scope
-keys. The settings only leave a layer out (CORS without origins, gzip at level 0, quotas
-off); they never change which layer answers a request. An API request's answer comes from
+keys. The settings only leave a layer out (CORS without origins); they never change
+which layer answers a request. An API request's answer comes from
 one of these places (ANSWER_SITES below), whatever the settings (and the console's pages,
-D35, leave the chain for their own Flask app after the access layer: console.py):
+D35, branch off in the access layer for their own Flask app: console.py):
 
 - kept answers: a GET of the same shape as one the one way answered, replayed at the same
   revision before Connexion's routing (answer_cache.py);
 - the handlers, plain `def` functions that Connexion's AsyncApp runs in its thread pool
   (D42), every write among them: the one way;
-- the errors layer, Connexion's exception middleware right inside the answer layer: every
-  layer inside it refuses a request by raising (the quotas' 429 and 503, the routed
-  layer's 404, deprecation's 410, the bearer check's 401 and 403, the body limit's 413,
-  validation's 400, the handlers' domain exceptions), and errors.py's handlers make the
-  Error body;
+- the errors layer, Connexion's exception middleware (answering.py): every layer inside it
+  refuses a request by raising (the quotas' 429 and 503, the routing
+  layer's 404 and 410, the bearer check's 401 and 403, validation's 413 and 400, the
+  handlers' domain exceptions), and errors.py's handlers make the Error body;
 - CORS preflights, answered by the CORS layer (a refused one with errors.py's Error).
 
 Only the server errors layer's last-resort 500 (errors.py's too) is made elsewhere. All
-but the CORS preflights and that 500 pass the answer layer (answering.py) on their way
+but the CORS preflights and that 500 pass the errors layer (answering.py) on their way
 out, so they get the same decided headers (the request id, the rate limits, deprecation's,
 which the layers that decide them put on the Exchange before they pass on or raise) and,
 where responses are validated, the same check against the document.
@@ -39,7 +38,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from connexion.middleware.context import ContextMiddleware
-from connexion.middleware.exceptions import ExceptionMiddleware
 from connexion.middleware.lifespan import LifespanMiddleware
 from connexion.middleware.security import SecurityMiddleware
 from connexion.middleware.server_error import ServerErrorMiddleware
@@ -51,33 +49,27 @@ from app.core.services import Services
 from app.web.access import AccessLog
 from app.web.answer_cache import AnswerCache
 from app.web.answering import Answering
-from app.web.bodies import BodyLimit
+from app.web.caller import Caller
 from app.web.connexion_internals import (
     PreparedRequestValidationMiddleware,
     SpecificFirstSwaggerUIMiddleware,
-    StrictRoutingMiddleware,
 )
 from app.web.console import PREFIX as CONSOLE
-from app.web.console import ConsolePages
 from app.web.cors import Cors, CorsPolicy
-from app.web.deprecation import Deprecations, Retirement
-from app.web.encoding import Compression, PacedBodies
+from app.web.deprecation import Retirement
+from app.web.encoding import Encoding
 from app.web.errors import server_error_handler
 from app.web.longpoll import LongPoll, RevisionWatch
-from app.web.ratelimit import RateLimitMiddleware
-from app.web.routed import Routed
+from app.web.routed import Routing
 from app.web.routing import APIS, V2, header_parameters, operations
-from app.web.security import Caller
 
 # What a layer gives the layers after it.
 EXCHANGE = "the request's Exchange, with its request id"
 CALLER = "the caller's key, looked up from its bearer token"
 COUNTED = "the request counted against its caller's quota"
 ERRORS = "exceptions answered as Error bodies"
-ROUTED = "Connexion's routing of the request"
 OPERATION = "the request's operation, in its Exchange"
 SECURED = "the bearer check passed"
-BOUNDED = "the request's body read, within its limit"
 VALIDATED = "the request's parameters and body validated"
 
 
@@ -124,20 +116,18 @@ def _cors(parts: Parts) -> Any:
             if origins else None)
 
 
-def _compression(parts: Parts) -> Any:
-    level = parts.settings.gzip_level
-    return (functools.partial(Compression, level=level,
-                              max_bytes=parts.settings.list_cache_bytes) if level else None)
+def _encoding(parts: Parts) -> Any:
+    return functools.partial(Encoding, level=parts.settings.gzip_level,
+                             max_bytes=parts.settings.list_cache_bytes)
 
 
-def _quotas(parts: Parts) -> Any:
-    if not parts.settings.ratelimit_enabled:
-        return None
-    # No quota and no rate-limit headers on the documents, their UIs and the operations
-    # endpoints (D9).
+def _caller(parts: Parts) -> Any:
     return functools.partial(
-        RateLimitMiddleware, settings=parts.settings, store=parts.services.store,
-        keyring=parts.services.keyring, plans=parts.plans, quotas=Quotas(parts.settings),
+        Caller, settings=parts.settings, store=parts.services.store,
+        keyring=parts.services.keyring, plans=parts.plans,
+        quotas=Quotas(parts.settings) if parts.settings.ratelimit_enabled else None,
+        # No quota and no rate-limit headers on the documents, their UIs and the
+        # operations endpoints (D9).
         exempt_prefixes=(*parts.documents, "/healthz", "/readyz", "/metrics"))
 
 
@@ -166,49 +156,38 @@ LAYERS: tuple[Layer, ...] = (
     Layer("server errors", "Connexion's last resort: a 500 Error body for anything raised "
           "outside the exception layer", _with(ServerErrorMiddleware,
                                                handler=server_error_handler)),
-    Layer("paced bodies", "large bodies sent in pieces the client can take",
-          _with(PacedBodies)),
-    Layer("access", "the request id and its Exchange; one access line per request",
+    Layer("access", "the request id and its Exchange; one access line per request; the "
+          "owner's pages at /console/ (D35) branch off here to their own Flask app, with "
+          "the security headers: no key, no quota, errors as pages",
           lambda parts: functools.partial(AccessLog, documents=(*parts.documents, CONSOLE),
-                                          services=parts.current),
+                                          services=parts.current, pages=parts.pages),
           gives=(EXCHANGE,)),
-    Layer("console", "the owner's pages at /console/ (D35), answered by their blueprint "
-          "with the security headers: no key, no quota, errors as pages",
-          lambda parts: functools.partial(ConsolePages, pages=parts.pages),
-          needs=(EXCHANGE,)),
-    Layer("gzip", "gzip for clients that accept it, the list's kept once per change",
-          _compression),
-    Layer("answer", "the decided headers on every answer, which is checked against the "
-          "document where responses are validated", _with(Answering), needs=(EXCHANGE,)),
+    Layer("encoding", "gzip for clients that accept it (the list's kept once per change), "
+          "and large bodies sent in slices the client can take", _encoding),
     Layer("errors", "Connexion's exception middleware: whatever a layer inside it raises, "
-          "a refusal or a fault, becomes an Error body (errors.py)",
-          _with(ExceptionMiddleware), gives=(ERRORS,)),
-    Layer("caller", "the bearer token looked up once", lambda parts: functools.partial(
-        Caller, keyring=parts.services.keyring), needs=(EXCHANGE,), gives=(CALLER,)),
-    Layer("quotas", "counts the request, 429 over quota, bans, the rate-limit headers",
-          _quotas, needs=(CALLER, ERRORS), gives=(COUNTED,)),
+          "a refusal or a fault, becomes an Error body (errors.py); every answer from "
+          "inside it gets the decided headers, and is checked against the document where "
+          "responses are validated", _with(Answering), needs=(EXCHANGE,), gives=(ERRORS,)),
+    Layer("caller", "the bearer token looked up once; the request counted against its "
+          "caller's quota: 429 over it, bans, the rate-limit headers (D8-D12)", _caller,
+          needs=(EXCHANGE, ERRORS), gives=(CALLER, COUNTED)),
     Layer("long polls", "the feed's empty pages held until a change, counted once",
-          _long_poll, needs=(EXCHANGE,), after=("quotas",)),
+          _long_poll, needs=(EXCHANGE, COUNTED)),
     Layer("kept answers", "a GET of a shape the one way answered, replayed at the same "
           "revision; the one way's answers to @kept reads kept", _kept_answers,
-          needs=(CALLER,), after=("quotas", "long polls")),
+          needs=(CALLER,), after=("long polls",)),
     Layer("documents", "the documents and Swagger UI", _with(SpecificFirstSwaggerUIMiddleware)),
-    Layer("routing", "Connexion's router, strict about integers and slashes (D7)",
-          _with(StrictRoutingMiddleware), needs=(ERRORS,), gives=(ROUTED,)),
-    Layer("routed", "the operation into the Exchange; 404 unrouted; 400 two Authorization "
-          "headers (D12)", lambda parts: functools.partial(
-              Routed, base_paths=tuple(api.base_path for api in APIS)),
-          needs=(EXCHANGE, ROUTED, ERRORS), gives=(OPERATION,)),
-    Layer("deprecation", "Deprecation and Sunset headers, 410 past the sunset (D13)",
-          lambda parts: functools.partial(Deprecations, retired=parts.retired),
-          needs=(OPERATION, ERRORS)),
+    Layer("routing", "Connexion's router, strict about integers and slashes (D7); then the "
+          "operation into the Exchange, 404 unrouted, 400 two Authorization headers (D12), "
+          "Deprecation and Sunset, 410 past the sunset (D13)",
+          lambda parts: functools.partial(
+              Routing, base_paths=tuple(api.base_path for api in APIS), retired=parts.retired),
+          needs=(EXCHANGE, ERRORS), gives=(OPERATION,)),
     Layer("security", "Connexion's bearer check over the caller's key (security.py)",
           _with(SecurityMiddleware), needs=(CALLER, OPERATION, ERRORS), gives=(SECURED,)),
-    Layer("body limit", "a body of at most 16 KiB, UTF-8 where JSON (D22)", _with(BodyLimit),
-          needs=(ERRORS,), gives=(BOUNDED,)),
-    Layer("validation", "Connexion's request validation, its validators built once",
-          _with(PreparedRequestValidationMiddleware), needs=(BOUNDED, ERRORS),
-          gives=(VALIDATED,)),
+    Layer("validation", "the body read within 16 KiB, UTF-8 where JSON (D22), then "
+          "Connexion's request validation, its validators built once",
+          _with(PreparedRequestValidationMiddleware), needs=(ERRORS,), gives=(VALIDATED,)),
     Layer("lifespan", "Connexion's lifespan: the deliverer starts and stops with the worker",
           _with(LifespanMiddleware)),
     Layer("context", "Connexion's context (connexion.request) for the handlers, then the "
@@ -242,8 +221,9 @@ ANSWER_SITES: tuple[AnswerSite, ...] = (
     AnswerSite("kept answer", "a GET replayed from the answer the one way gave a request "
                "of the same shape, at the same revision", ("answer_cache.py",)),
     AnswerSite("error", "the Error body of anything raised, whichever layer raised it (the "
-               "quotas' 429 and 503 and deprecation's 410 among them): the errors layer's, "
-               "and the server errors layer's last-resort 500", ("errors.py",)),
+               "quotas' 429 and 503 and the routing layer's 404 and 410 among them): the "
+               "errors layer's, and the server errors layer's last-resort 500",
+               ("errors.py",)),
     AnswerSite("CORS preflight", "an OPTIONS preflight from an allowed origin, or its "
                "refusal", ("cors.py",)),
     AnswerSite("console page", "the owner's pages (D35), from their own Flask app, and the 500 "

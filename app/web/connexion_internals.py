@@ -63,7 +63,7 @@ from starlette.datastructures import Headers
 from starlette.routing import Mount, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.web import validation
+from app.web import bodies, validation
 
 # At most 100 digits: int() refuses a text of over 4,300 (a 500), and no int64 has 20.
 CANONICAL_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]{0,99})\Z")
@@ -374,7 +374,8 @@ class SpecificFirstSwaggerUIMiddleware(SwaggerUIMiddleware):
 
 
 class PreparedRequestValidation(RequestValidationOperation):
-    """Connexion's request validation of one operation, in Connexion's order, with its
+    """The body read within its limit (bodies.py, D22), then Connexion's request
+    validation of one operation, in Connexion's order, with its
     validators made on first use, not for every request: the parameter validator (and the
     URI parser it holds), a good part of what Connexion costs a small request, and for
     each media type the body validator, whose jsonschema validator Connexion also builds
@@ -387,6 +388,9 @@ class PreparedRequestValidation(RequestValidationOperation):
         self._bodies: dict[tuple[str, str], Any] = {}  # (media type, encoding) -> validator
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # The body first, within its limit (D22): a body too large is refused before any
+        # parameter is looked at.
+        scope, receive = await bodies.bounded(scope, receive)
         operation = self._operation
         if self._parameters is None:
             self._parameters = self._validator_map["parameter"](

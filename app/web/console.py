@@ -1,9 +1,9 @@
-"""The console layer (app/web/chain.py): the owner's pages at /console/ (D35) leave the
-request path here, right after the access layer, for the console's blueprint on a Flask
-app of its own (D42: the API is Connexion's AsyncApp), through a2wsgi's WSGIMiddleware.
+"""The console's pages at /console/ (D35) branch off the request path in the access layer
+(app/web/chain.py), for the console's blueprint on a Flask app of its own (D42: the API
+is Connexion's AsyncApp), through a2wsgi's WSGIMiddleware.
 
 So the API's layers never see them: no API key opens them and no quota meters them (the
-caller and quotas layers come later), and their errors are pages, never the Error bodies
+caller layer comes later), and their errors are pages, never the Error bodies
 of Connexion's exception layer (which also comes later). Every answer of the console,
 whoever made it, leaves with the security headers of D35 and the request id; a failure the
 blueprint did not answer (it answers its own, app/console/errors.py) is a 500 page here.
@@ -12,12 +12,10 @@ blueprint did not answer (it answers its own, app/console/errors.py) is a 500 pa
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.web.access import add_missing
-from app.web.exchange import exchange
+from app.web.exchange import Exchange, add_missing
 
 log = logging.getLogger("petstore.console")
 
@@ -49,43 +47,33 @@ def is_console(path: str) -> bool:
     return path == PREFIX or path.startswith(PREFIX + "/")
 
 
-class ConsolePages:
-    """Hands the console's requests to its pages (pages() is the console's Flask app
-    behind a2wsgi, read at the first request, once the app exists); every other request
-    goes on."""
+async def serve(pages: ASGIApp, found: Exchange, scope: Scope, receive: Receive,
+                send: Send) -> None:
+    """A console request answered by its pages (the console's Flask app), with the headers
+    of every console page; a 500 page for a failure they did not answer."""
+    found.answered_by = "console"
+    headers = [*found.headers, *SECURITY_HEADERS]
+    if scope.get("scheme") == "https":
+        headers.append(HSTS)
+    started = False
 
-    def __init__(self, app: ASGIApp, *, pages: Callable[[], ASGIApp]) -> None:
-        self.app = app
-        self.pages = pages
+    async def answering(message: Message) -> None:
+        nonlocal started
+        if message["type"] == "http.response.start":
+            started = True
+            found.status = message["status"]
+            message["headers"] = add_missing(message.get("headers", ()), headers)
+        await send(message)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not is_console(scope["path"]):
-            await self.app(scope, receive, send)
-            return
-        found = exchange(scope)
-        found.answered_by = "console"
-        headers = [*found.headers, *SECURITY_HEADERS]
-        if scope.get("scheme") == "https":
-            headers.append(HSTS)
-        started = False
-
-        async def answering(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-                found.status = message["status"]
-                message["headers"] = add_missing(message.get("headers", ()), headers)
-            await send(message)
-
-        try:
-            await self.pages()(scope, receive, answering)
-        except Exception:
-            log.exception("the console failed on %s", scope["method"],
-                          extra={"request_id": found.request_id})
-            if started:  # the page is half sent: the connection ends, as for any answer
-                raise
-            body = FAILED_PAGE % found.request_id.encode()
-            await answering({"type": "http.response.start", "status": 500, "headers": [
-                (b"content-type", b"text/html; charset=utf-8"),
-                (b"content-length", str(len(body)).encode())]})
-            await send({"type": "http.response.body", "body": body})
+    try:
+        await pages(scope, receive, answering)
+    except Exception:
+        log.exception("the console failed on %s", scope["method"],
+                      extra={"request_id": found.request_id})
+        if started:  # the page is half sent: the connection ends, as for any answer
+            raise
+        body = FAILED_PAGE % found.request_id.encode()
+        await answering({"type": "http.response.start", "status": 500, "headers": [
+            (b"content-type", b"text/html; charset=utf-8"),
+            (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})

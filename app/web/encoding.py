@@ -28,28 +28,59 @@ class OrjsonJsonifier(Jsonifier):
         return orjson.dumps(data).decode()
 
 
-class Compression:
-    """gzip for clients that accept it (Starlette's GZipMiddleware, at the configured
-    level). A response with an ETag (the order list) is compressed once per tag and kept,
-    up to max_bytes of compressed bodies; it then goes out with Content-Encoding set, which
-    the GZipMiddleware outside passes on untouched. A list streamed in pieces (too large for
-    the list cache) is compressed as it goes, by the GZipMiddleware alone."""
+class Encoding:
+    """The encoding layer: gzip for clients that accept it, and large bodies handed to the
+    server a slice at a time.
+
+    gzip is Starlette's GZipMiddleware, at the configured level (none at level 0). A
+    response with an ETag (the order list) is compressed once per tag and kept, up to
+    max_bytes of compressed bodies; it then goes out with Content-Encoding set, which the
+    GZipMiddleware passes on untouched. A list streamed in pieces (too large for the list
+    cache) is compressed as it goes, by the GZipMiddleware alone.
+
+    The server sends what the socket takes and buffers the rest, but waits for its buffer
+    to drain before taking more: a body written whole (a cached list of tens of MB) would
+    be copied whole into the buffer of every slow client's connection, so a body over
+    SLICE goes out in slices. The console's pages branch off before this layer (the
+    access layer): they are never compressed, as they hold the session's form tokens beside
+    what the owner typed (BREACH), and none is sent in one piece of over a slice."""
+
+    SLICE = 1 << 20  # bytes
 
     def __init__(self, app: ASGIApp, *, level: int, max_bytes: int) -> None:
         self.app = app
         self.level = level
         self.max_bytes = max_bytes
-        self.gzip = GZipMiddleware(self._cached, minimum_size=MINIMUM_SIZE, compresslevel=level)
+        self.gzip = (GZipMiddleware(self._cached, minimum_size=MINIMUM_SIZE,
+                                    compresslevel=level) if level else None)
         self.compressed: LRUCache[str, bytes] = LRUCache(maxsize=max(max_bytes, 1),
                                                          getsizeof=len)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and any(
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        paced = self._paced(send)
+        if self.gzip is not None and any(
                 name == b"accept-encoding" and b"gzip" in value.lower()
                 for name, value in scope["headers"]):
-            await self.gzip(scope, receive, send)
+            await self.gzip(scope, receive, paced)
         else:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, paced)
+
+    def _paced(self, send: Send) -> Send:
+        async def paced(message: Message) -> None:
+            body = message.get("body", b"")
+            if message["type"] != "http.response.body" or len(body) <= self.SLICE:
+                await send(message)
+                return
+            more = message.get("more_body", False)
+            for start in range(0, len(body), self.SLICE):
+                await send({"type": "http.response.body",
+                            "body": body[start:start + self.SLICE],
+                            "more_body": more or start + self.SLICE < len(body)})
+
+        return paced
 
     async def _cached(self, scope: Scope, receive: Receive, send: Send) -> None:
         start: Message = {}
@@ -94,34 +125,3 @@ class Compression:
         headers.add_vary_header("Accept-Encoding")
         await send(start)
         await send({"type": "http.response.body", "body": compressed})
-
-
-class PacedBodies:
-    """Hands a large body to the server a slice at a time. The server sends what the
-    socket takes and buffers the rest, but waits for its buffer to drain before taking
-    more: a body written whole (a cached list of tens of MB) would be copied whole into
-    the buffer of every slow client's connection. Added before Connexion's exception
-    middleware, outside the access log and gzip (inside CORS and the server errors)."""
-
-    SLICE = 1 << 20  # bytes
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def paced(message: Message) -> None:
-            body = message.get("body", b"")
-            if message["type"] != "http.response.body" or len(body) <= self.SLICE:
-                await send(message)
-                return
-            more = message.get("more_body", False)
-            for start in range(0, len(body), self.SLICE):
-                await send({"type": "http.response.body",
-                            "body": body[start:start + self.SLICE],
-                            "more_body": more or start + self.SLICE < len(body)})
-
-        await self.app(scope, receive, paced)

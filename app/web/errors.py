@@ -6,13 +6,14 @@ the refusals of the layers below, anything unexpected) into ``{"code", "message"
 "status"}`` with the right status and headers. The errors layer of the request path
 (app/web/chain.py, Connexion's exception middleware) runs these handlers for whatever any
 layer inside it raises: the quotas (QuotaSpent, KeyBanned, QuotasUnknown), the routed
-layer, deprecation (Retired), the bearer check, the body limit, validation and the
-handlers. None of those layers writes a body. The headers the layers decided for the
-answer (the request id, the rate limits, deprecation's) are on the request's Exchange,
-and the answer layer, just outside the errors layer, writes them on the Error as on any
-answer. Two answers are made outside that layer and still take their Error from here: the
-server errors layer's 500 (server_error_handler), and a preflight CORS refuses (answer_of,
-for the CORS layer, which answers preflights before every other layer).
+layer (its 404, and Retired past a sunset), the bearer check, validation (the body's limit
+among it) and the handlers. None of those layers writes a body. The headers the layers
+decided for the answer (the request id, the rate limits, deprecation's) are on the
+request's Exchange, and the errors layer (answering.py) writes them on the Error as on
+any answer. Two answers are made outside that layer and still take their
+Error from here: the server errors layer's 500 (server_error_handler), and a preflight
+CORS refuses (answer_of, for the CORS layer, which answers preflights before every other
+layer).
 """
 
 from __future__ import annotations

@@ -32,14 +32,14 @@ class Exchange:
     # The access layer: the request's id, echoed on the answer and on every log line.
     request_id: str
     # Headers decided for the answer, whoever answers it: the request id (access), the
-    # quotas' (quotas), Deprecation and Sunset (deprecation). The answer layer writes
+    # quotas' (caller), Deprecation and Sunset (routed). The errors layer writes
     # them on the response's start, before the response is checked against the document.
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
     # The caller layer: what the request's one bearer token opens (None: no token), or
     # why the store could not say.
     caller: KeyCheck | None = None
     caller_error: StoreUnavailable | None = None
-    # The operation the request was found to be: by Connexion's router (the routed layer),
+    # The operation the request was found to be: by Connexion's router (the routing layer),
     # or by the kept answers' layer, which replays an answer before it.
     operation: Operation | None = None
     # The feed's handler: its page is empty and the request asked to wait, so the long
@@ -48,7 +48,7 @@ class Exchange:
     # The access layer: the services of the app serving the request, for its handler
     # (app.web.handlers.services): PetstoreApp.services as it is when the request comes.
     services: Services | None = None
-    # The answer's status, as the answer layer saw it go out (500 until then).
+    # The answer's status, as the errors layer saw it go out (500 until then).
     status: int = 500
     # Which fast layer answered (chain.FAST): "kept" (a kept answer replayed); "console"
     # for the console's pages (D35); None for the long way. The access line says it.
@@ -62,6 +62,12 @@ class Exchange:
     def decide(self, headers: list[tuple[bytes, bytes]]) -> None:
         """Ask for headers on the answer (see headers)."""
         self.headers.extend(headers)
+
+
+def add_missing(headers: Any, extra: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """headers with those of extra it does not have yet."""
+    present = {name for name, _ in headers}
+    return [*headers, *((name, value) for name, value in extra if name not in present)]
 
 
 def exchange(scope: Scope) -> Exchange:

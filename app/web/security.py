@@ -1,10 +1,7 @@
-"""Who calls: the caller layer looks the request's bearer token up once, and the bearer
-check the YAML names (x-bearerInfoFunc) reads what it found.
-
-The key is looked up through the core's Keyring (app.core.keys), from its short cache when
-it can tell, else from the store in a thread, never on the event loop: a guessed secret
-costs no database read (D12). An expired key is 401 api_key_expired, and a read key
-calling an operation the YAML marks `x-scope: write` is 403 insufficient_scope (D21).
+"""The bearer check the YAML names (x-bearerInfoFunc), over what the caller layer
+(caller.py) found for the request's bearer token. An expired key is 401
+api_key_expired, and a read key calling an operation the YAML marks `x-scope: write` is
+403 insufficient_scope (D21).
 """
 
 from __future__ import annotations
@@ -15,11 +12,8 @@ from typing import Any
 from connexion.exceptions import OAuthResponseProblem
 from connexion.security import NO_VALUE, BearerSecurityHandler
 from connexion.utils import get_function_from_name
-from starlette.concurrency import run_in_threadpool
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Scope
 
-from app.core.errors import StoreUnavailable
-from app.core.keys import KeyCheck, Keyring
 from app.core.storage.records import ApiKey
 from app.web.errors import ApiKeyExpired, InsufficientScope
 from app.web.exchange import exchange
@@ -35,7 +29,7 @@ def bearer_info(token: str, request: Any) -> dict[str, Any] | None:
     if found.caller_error is not None:
         raise found.caller_error
     # The caller layer looked up this very token: Connexion reads it from the request's
-    # one Authorization header (the routed layer refuses several), as bearer_token does.
+    # one Authorization header (the routing layer refuses several), as bearer_token does.
     check = found.caller
     key = check.key if check is not None else None
     if key is None:
@@ -91,33 +85,3 @@ def bearer_token(scope: Scope) -> str | None:
     scheme, _, token = values[0].decode("latin-1").strip().partition(" ")
     token = token.strip()
     return token if scheme.lower() == "bearer" and token else None
-
-
-class Caller:
-    """Looks up what the request's bearer token opens, once, for every layer after it:
-    the quotas count against the key, the kept answers are replayed only to a valid key,
-    and the bearer check reads it. A request without one token reads as no key."""
-
-    def __init__(self, app: ASGIApp, *, keyring: Keyring) -> None:
-        self.app = app
-        self.keyring = keyring
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            token = bearer_token(scope)
-            if token is not None:
-                found = exchange(scope)
-                try:
-                    found.caller = await self.check(token)
-                except StoreUnavailable as exc:
-                    log.warning("store unavailable: %s", exc.message)
-                    found.caller_error = exc
-        await self.app(scope, receive, send)
-
-    async def check(self, token: str) -> KeyCheck:
-        """What the token opens: from memory when the keyring can tell, else read from
-        the store in a thread."""
-        check = self.keyring.from_memory(token)
-        if check is None:
-            check = await run_in_threadpool(self.keyring.check, token)
-        return check

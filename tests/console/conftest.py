@@ -1,5 +1,5 @@
 """The console's pages through the service's own test client (the whole chain, so the
-console layer, the guard and the blueprint, over a real SQLite file): a person's browser,
+access layer's branch, the guard and the blueprint, over a real SQLite file): a person's browser,
 short of running scripts. tests/e2e/test_console_browser.py is the real browser's."""
 
 from __future__ import annotations

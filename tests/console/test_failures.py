@@ -11,8 +11,8 @@ from typing import Any
 from app.console.blueprint import STATE
 from app.core.errors import StoreUnavailable
 from app.web import PetstoreApp
-from app.web.console import ConsolePages
-from app.web.exchange import EXCHANGE, Exchange
+from app.web.access import AccessLog
+from app.web.exchange import EXCHANGE
 from tests.console.conftest import Visitor
 
 
@@ -58,8 +58,8 @@ def test_a_fault_of_the_console_is_a_500_page_without_a_trace(app: PetstoreApp,
     assert api.status_code == 401 and api.headers["content-type"] == "application/json"
 
 
-def test_a_failure_outside_the_blueprint_is_a_500_page_from_the_console_layer() -> None:
-    """What the blueprint did not answer (its bridge failing, say) the console layer
+def test_a_failure_outside_the_blueprint_is_a_500_page_from_the_access_layer() -> None:
+    """What the blueprint did not answer (its bridge failing, say) the access layer
     answers, with the headers of every console page and the request's id."""
 
     async def api(scope: Any, receive: Any, send: Any) -> None:
@@ -76,9 +76,9 @@ def test_a_failure_outside_the_blueprint_is_a_500_page_from_the_console_layer() 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    scope = {"type": "http", "path": "/console/orders", "method": "GET", "headers": [],
-             EXCHANGE: Exchange("request-1", [(b"x-request-id", b"request-1")])}
-    asyncio.run(ConsolePages(api, pages=lambda: failing)(scope, receive, send))
+    scope = {"type": "http", "path": "/console/orders", "method": "GET",
+             "headers": [(b"x-request-id", b"request-1")]}
+    asyncio.run(AccessLog(api, pages=lambda: failing)(scope, receive, send))
     start, body = sent
     headers = dict(start["headers"])
     assert start["status"] == 500 and scope[EXCHANGE].status == 500

@@ -7,12 +7,11 @@ import sqlite3
 from typing import Any
 
 import pytest
-from connexion.middleware import MiddlewarePosition
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.core.config import Settings
 from app.core.storage import Store
-from app.web import create_app
+from app.web import chain, create_app
 from tests.support import assert_error, make_key, wrap_store
 
 LIST = "/v1/store/orders"
@@ -63,8 +62,12 @@ class Boom:
 def test_an_error_outside_the_handlers_is_a_500_error_object_not_an_empty_body(
     settings: Settings, store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
-    app = create_app(settings)
-    app.add_middleware(Boom, position=MiddlewarePosition.BEFORE_EXCEPTION)
+    # Boom between the access layer and the errors layer: outside Connexion's exception
+    # middleware, where only the server errors layer answers.
+    layers = list(chain.LAYERS)
+    layers.insert(next(i for i, layer in enumerate(layers) if layer.name == "errors"),
+                  chain.Layer("boom", "fails outside the errors layer", lambda _: Boom))
+    app = create_app(settings, layers=tuple(layers))
     with app.test_client(raise_server_exceptions=False) as client, \
             caplog.at_level(logging.ERROR):
         assert_error(client.get(LIST), 500, "internal_error")

@@ -9,7 +9,7 @@ import pytest
 
 from app.core.config import Settings
 from app.core.storage import Store
-from app.web import create_app, deprecation
+from app.web import create_app, deprecation, routed
 from tests.support import assert_error, make_key
 
 SUNSET = "Wed, 30 Jun 2027 00:00:00 GMT"
@@ -62,8 +62,7 @@ def test_every_answer_of_the_deprecated_operation_carries_the_signals(
 def test_after_the_sunset_the_operation_answers_410_gone(
     pets_client: Any, pets_auth: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(deprecation.Deprecations, "__init__", _after_sunset(
-        deprecation.Deprecations.__init__))
+    monkeypatch.setattr(routed.Routing, "__init__", _after_sunset(routed.Routing.__init__))
     app = create_app(pets_client.app.services.settings)
     with app.test_client() as client:
         response = client.get("/v1/pets/1", headers=pets_auth)

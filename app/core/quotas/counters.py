@@ -9,7 +9,7 @@ number in the worst 24-hour span (requests bunched at a window's end).
 Violations (D10): a violation is a refusal while an earlier 429 to the same caller is
 still in force, more than VIOLATION_GRACE after that 429 (requests already in flight in
 parallel are not violations). The middleware that counts requests, refuses 429s and bans
-keys is app.web.ratelimit.
+keys is app.web.caller.
 """
 
 from __future__ import annotations

@@ -1,10 +1,16 @@
-"""The rate-limit middleware (D8-D10): counts every API request against its
-caller's quota (app.core.quotas), refuses it over quota (429), bans keys that keep
-hammering, and decides the rate-limit headers of every response.
+"""The caller layer (app/web/chain.py): who calls, and how much they may (D8-D12).
 
-Why an ASGI middleware and not Flask-Limiter: requests that Connexion rejects (401, 400,
-405) never reach Flask, yet the specification wants the rate-limit headers on every
-response, and a 429 raised inside Flask loses its headers.
+It looks the request's bearer token up once, for every layer after it: the kept answers
+are replayed only to a valid key, and the bearer check (security.py) reads what it found.
+The key is looked up through the core's Keyring (app.core.keys), from its short cache when
+it can tell, else from the store in a thread, never on the event loop: a guessed secret
+costs no database read (D12). Then, where quotas are on, it counts every API request
+against its caller's quota (app.core.quotas), refuses it over quota (429), bans keys that
+keep hammering, and decides the rate-limit headers of every response.
+
+Why a layer before routing and not Flask-Limiter: requests that Connexion refuses (401,
+400, 405) never reach a handler, yet the specification wants the rate-limit headers on
+every response.
 
 Counting (D9): a request with a valid key counts against the key's windows; one without
 (no key, unknown, revoked) against its client address, with the Free plan's numbers.
@@ -28,7 +34,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.core import metrics
 from app.core.config import Settings
-from app.core.keys import Keyring, unix_time_text
+from app.core.errors import StoreUnavailable
+from app.core.keys import KeyCheck, Keyring, unix_time_text
 from app.core.quotas.counters import LimitsCounter, Quotas, QuotaStorageDown, Verdict, Window
 from app.core.quotas.plans import Plan, anonymous_plan, plan_of
 from app.core.storage import Store
@@ -44,6 +51,7 @@ from app.web.exchange import Exchange, exchange
 from app.web.security import bearer_token
 
 log = logging.getLogger("petstore.quotas")
+keys_log = logging.getLogger("petstore.keys")
 
 
 @lru_cache(maxsize=1024)
@@ -80,9 +88,11 @@ def rate_limit_headers(verdict: Verdict, now: float) -> list[tuple[bytes, bytes]
 # middleware -----------------------------------------------------------------------------
 
 
-class RateLimitMiddleware:
-    """Counts every API request against its caller (the caller layer found the key),
-    refuses it over quota, and decides the rate-limit headers of every answer.
+class Caller:
+    """Looks up what the request's bearer token opens, once (a request without one token
+    reads as no key); then, with quotas (None: PETSTORE_RATELIMIT_ENABLED off), counts
+    the request against its caller, refuses it over quota, and decides the rate-limit
+    headers of every answer.
 
     It sits before Connexion's routing (app/web/chain.py), so it sees every request, those
     Connexion refuses included, and inside the errors layer: its refusals are raised
@@ -98,7 +108,7 @@ class RateLimitMiddleware:
         store: Store,
         keyring: Keyring,
         plans: dict[str, Plan],
-        quotas: Quotas,
+        quotas: Quotas | None,
         exempt_prefixes: tuple[str, ...],
     ) -> None:
         self.app = app
@@ -120,11 +130,33 @@ class RateLimitMiddleware:
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self._exempt(scope):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         found = exchange(scope)
-        if found.caller_error is not None:  # the caller layer could not read the key
+        token = bearer_token(scope)
+        if token is not None:
+            try:
+                found.caller = await self.check(token)
+            except StoreUnavailable as exc:
+                keys_log.warning("store unavailable: %s", exc.message)
+                found.caller_error = exc
+        if self.quotas is not None and not self._exempt(scope):
+            await self._count(self.quotas, scope, found, token)
+        await self.app(scope, receive, send)
+
+    async def check(self, token: str) -> KeyCheck:
+        """What the token opens: from memory when the keyring can tell, else read from
+        the store in a thread."""
+        check = self.keyring.from_memory(token)
+        if check is None:
+            check = await run_in_threadpool(self.keyring.check, token)
+        return check
+
+    async def _count(self, quotas: Quotas, scope: Scope, found: Exchange,
+                     token: str | None) -> None:
+        """The request counted against its caller; raises its refusal over quota."""
+        if found.caller_error is not None:  # the key could not be read
             _unknown(found, self.anonymous, UNAVAILABLE_MESSAGE)
         key = found.key
         if key is not None:
@@ -138,31 +170,30 @@ class RateLimitMiddleware:
         try:
             ban_ends = key.ban_ends if key is not None else None
             if ban_ends is not None and ban_ends > now:
-                verdict = await self.quotas.run(lambda c: c.peek(subject, plan))
+                verdict = await quotas.run(lambda c: c.peek(subject, plan))
                 refusal = _banned(ban_ends, now)
             else:
-                verdict = await self.quotas.run(lambda c: c.consume(subject, plan))
+                verdict = await quotas.run(lambda c: c.consume(subject, plan))
                 if not verdict.allowed:
-                    refusal = await self._refusal(verdict, key, bearer_token(scope), subject,
+                    refusal = await self._refusal(quotas, verdict, key, token, subject,
                                                   now)
         except QuotaStorageDown:
             _unknown(found, plan, "The service cannot check quotas right now; retry shortly.")
 
-        # The answer layer writes them on the response, whoever makes it: the Error of a
-        # refusal too, which the errors layer answers.
+        # The errors layer writes them on the response, whoever makes it: the Error of a
+        # refusal too, which it answers.
         found.decide(rate_limit_headers(verdict, now))
         if refusal is not None:
             raise refusal
-        await self.app(scope, receive, send)
 
     async def _refusal(
-        self, verdict: Verdict, key: ApiKey | None, token: str | None, subject: str,
+        self, quotas: Quotas, verdict: Verdict, key: ApiKey | None, token: str | None, subject: str,
         now: float,
     ) -> KeyBanned | QuotaSpent:
         """The refusal of a request over quota: 429, or a ban after repeated ones."""
         retry_after = verdict.retry_after(now)
         if key is not None and token is not None and self.settings.ban_seconds > 0:
-            bans = await self.quotas.run(
+            bans = await quotas.run(
                 lambda c: self._violation_bans(c, subject, retry_after)
             )
             if bans:

@@ -37,7 +37,7 @@ from app.web.deliverer import Deliverer
 from app.web.deprecation import retirements
 from app.web.encoding import OrjsonJsonifier
 from app.web.errors import register_error_handlers
-from app.web.longpoll import RevisionWatch
+from app.web.longpoll import FeedWaits, RevisionWatch
 from app.web.routing import APIS, OPENAPI_DIR, OPS, V1, TagResolver, documents, operations
 from app.web.security import SECURITY_MAP
 
@@ -118,7 +118,8 @@ def create_app(settings: Settings | None = None, *,
         return app.services
 
     parts = chain.Parts(
-        settings=settings, services=services, current=current, watch=watch,
+        settings=settings, services=services, current=current,
+        waits=FeedWaits(watch, settings.feed_max_waiting),
         kept=frozenset(op for op, handler in handlers.items() if is_kept(handler)),
         retired=retirements({operation.id: operation.definition
                              for operation in operations()}),

@@ -22,6 +22,7 @@ from app.core.services import Services
 from app.web import console
 from app.web.connexion_internals import share_extensions
 from app.web.exchange import EXCHANGE, Exchange, exchange_or_none
+from app.web.longpoll import FeedWaits
 
 log = logging.getLogger("petstore.access")
 
@@ -49,8 +50,11 @@ class AccessLog:
 
     def __init__(self, app: ASGIApp, *, documents: tuple[str, ...] = (),
                  services: Callable[[], Services] | None = None,
-                 pages: Callable[[], ASGIApp] | None = None) -> None:
+                 pages: Callable[[], ASGIApp] | None = None,
+                 waits: FeedWaits | None = None) -> None:
         self.app = app
+        # The feed's waiting requests of the app, for the feed's handler.
+        self.waits = waits
         # The console's Flask app behind a2wsgi, read at each console request (it exists
         # once the app does); None: no console here.
         self.pages = pages
@@ -70,7 +74,8 @@ class AccessLog:
                       else _new_id())
         found = scope[EXCHANGE] = Exchange(
             request_id, [(b"x-request-id", request_id.encode("ascii"))],
-            services=self.services() if self.services is not None else None)
+            services=self.services() if self.services is not None else None,
+            waits=self.waits)
         # Connexion's router works on a shallow copy of the scope: see
         # connexion_internals.share_extensions.
         share_extensions(scope)

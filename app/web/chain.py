@@ -2,9 +2,9 @@
 
 LAYERS is the whole chain, Connexion's own layers included, outermost first: the list
 create_app hands Connexion as its middleware stack, with nothing added elsewhere. Each
-layer says what it does, what it relies on from the layers before it (needs), what it
-gives the layers after it (gives), and which layers must come before it where the settings
-have them (after). build() refuses a chain whose order breaks one of these, naming it.
+layer says what it does, what it relies on from the layers before it (needs) and what it
+gives the layers after it (gives). build() refuses a chain whose order breaks one of
+these, naming it.
 
 What one layer hands the next is the request's Exchange (exchange.py), not loose scope
 keys. The settings only leave a layer out (CORS without origins); they never change
@@ -59,9 +59,9 @@ from app.web.cors import Cors, CorsPolicy
 from app.web.deprecation import Retirement
 from app.web.encoding import Encoding
 from app.web.errors import server_error_handler
-from app.web.longpoll import LongPoll, RevisionWatch
+from app.web.longpoll import FeedWaits
 from app.web.routed import Routing
-from app.web.routing import APIS, V2, header_parameters, operations
+from app.web.routing import APIS, header_parameters, operations
 
 # What a layer gives the layers after it.
 EXCHANGE = "the request's Exchange, with its request id"
@@ -80,7 +80,7 @@ class Parts:
     settings: Settings
     services: Services
     current: Callable[[], Services]  # the app's services now, for the handlers (access)
-    watch: RevisionWatch  # the worker's one watch of the revision (feed, webhooks)
+    waits: FeedWaits  # the feed's waiting requests (their watch the deliverer's too)
     kept: frozenset[str]  # the resolved ids of the operations whose handler is @kept
     retired: dict[str, Retirement]  # the operations the documents deprecate (D13)
     plans: dict[str, Plan]  # the plans of the documents' x-plans (D11)
@@ -99,7 +99,6 @@ class Layer:
     build: Callable[[Parts], Any]
     needs: tuple[str, ...] = ()
     gives: tuple[str, ...] = ()
-    after: tuple[str, ...] = ()  # layers that come before it, where the settings have them
 
 
 class ChainError(ValueError):
@@ -131,12 +130,6 @@ def _caller(parts: Parts) -> Any:
         exempt_prefixes=(*parts.documents, "/healthz", "/readyz", "/metrics"))
 
 
-def _long_poll(parts: Parts) -> Any:
-    return functools.partial(LongPoll, store=parts.services.store,
-                             path=f"{V2.base_path}/store/order-changes",
-                             max_waiting=parts.settings.feed_max_waiting, watch=parts.watch)
-
-
 def _writes() -> frozenset[str]:
     return frozenset(operation.id for operation in operations() if operation.writes)
 
@@ -160,7 +153,8 @@ LAYERS: tuple[Layer, ...] = (
           "owner's pages at /console/ (D35) branch off here to their own Flask app, with "
           "the security headers: no key, no quota, errors as pages",
           lambda parts: functools.partial(AccessLog, documents=(*parts.documents, CONSOLE),
-                                          services=parts.current, pages=parts.pages),
+                                          services=parts.current, pages=parts.pages,
+                                          waits=parts.waits),
           gives=(EXCHANGE,)),
     Layer("encoding", "gzip for clients that accept it (the list's kept once per change), "
           "and large bodies sent in slices the client can take", _encoding),
@@ -171,11 +165,9 @@ LAYERS: tuple[Layer, ...] = (
     Layer("caller", "the bearer token looked up once; the request counted against its "
           "caller's quota: 429 over it, bans, the rate-limit headers (D8-D12)", _caller,
           needs=(EXCHANGE, ERRORS), gives=(CALLER, COUNTED)),
-    Layer("long polls", "the feed's empty pages held until a change, counted once",
-          _long_poll, needs=(EXCHANGE, COUNTED)),
     Layer("kept answers", "a GET of a shape the one way answered, replayed at the same "
           "revision; the one way's answers to @kept reads kept", _kept_answers,
-          needs=(CALLER,), after=("long polls",)),
+          needs=(CALLER, COUNTED)),
     Layer("documents", "the documents and Swagger UI", _with(SpecificFirstSwaggerUIMiddleware)),
     Layer("routing", "Connexion's router, strict about integers and slashes (D7); then the "
           "operation into the Exchange, 404 unrouted, 400 two Authorization headers (D12), "
@@ -237,21 +229,13 @@ ANSWER_SITES: tuple[AnswerSite, ...] = (
 
 def check(layers: Iterable[Layer]) -> None:
     """Refuse a chain in which a layer comes before what it relies on."""
-    chain = list(layers)
-    present = {layer.name for layer in chain}
     given: set[str] = set()
-    seen: set[str] = set()
-    for layer in chain:
+    for layer in layers:
         for need in layer.needs:
             if need not in given:
                 raise ChainError(f"the {layer.name} layer relies on {need}, which no layer "
                                  "before it gives")
-        for earlier in layer.after:
-            if earlier in present and earlier not in seen:
-                raise ChainError(f"the {layer.name} layer must come after the {earlier} "
-                                 "layer")
         given.update(layer.gives)
-        seen.add(layer.name)
 
 
 def build(parts: Parts, layers: Iterable[Layer] = LAYERS) -> list[Any]:

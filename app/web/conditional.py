@@ -19,8 +19,9 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any, TypeAlias, TypeVar
 
-import connexion
+from connexion.context import scope as current_scope
 from connexion.lifecycle import ConnexionResponse
+from starlette.datastructures import Headers
 from starlette.responses import StreamingResponse
 from werkzeug.http import parse_etags, unquote_etag
 
@@ -108,7 +109,7 @@ def tagged_json(body: bytes | Iterator[bytes], headers: dict[str, str] | None = 
     if tag is None:
         assert isinstance(body, bytes), "a body sent in pieces needs its tag"
         tag = content_etag(body)
-    given = connexion.request.headers.get("If-None-Match")
+    given = Headers(scope=current_scope).get("If-None-Match")
     if given is not None and matches(given, tag):
         return ConnexionResponse(status_code=304, headers={"ETag": tag})
     tagged = {"ETag": tag, **(headers or {})}

@@ -20,6 +20,7 @@ from app.core.services import Services
 from app.core.storage.records import ApiKey
 
 if TYPE_CHECKING:  # routing's layer writes the operation here
+    from app.web.longpoll import FeedWaits
     from app.web.routing import Operation
 
 EXCHANGE = "petstore.exchange"  # the one scope key of ours
@@ -42,9 +43,9 @@ class Exchange:
     # The operation the request was found to be: by Connexion's router (the routing layer),
     # or by the kept answers' layer, which replays an answer before it.
     operation: Operation | None = None
-    # The feed's handler: its page is empty and the request asked to wait, so the long
-    # polls layer holds the answer until the revision passes this one, for these seconds.
-    wait: tuple[int, float] | None = None
+    # The access layer: the feed's waiting requests of the app serving the request, for
+    # the feed's handler (app.web.longpoll.FeedWaits).
+    waits: FeedWaits | None = None
     # The access layer: the services of the app serving the request, for its handler
     # (app.web.handlers.services): PetstoreApp.services as it is when the request comes.
     services: Services | None = None

@@ -1,13 +1,12 @@
 """Long polling of the feed of changed orders (D26), without a handler thread.
 
-The handler of listOrderChanges answers at once. When its page is empty and the request
-asked to `wait`, it writes in the request's Exchange the revision the page was read at and
-the seconds asked for (Exchange.wait). LongPoll, between the quotas and Connexion, holds
-such an answer on the event loop instead of sending it, and waits for the revision to pass
-the one the page was read at; then it runs the request through Connexion again (so it is
-counted once, on arrival, by the quotas outside). When the time is up, when the service
-stops (release_waiting, from the worker's shutdown) or when this worker holds its cap of
-waiting requests already, it sends the answer it holds.
+The feed's handler (handlers/v2/changes.py) is the one `async def` handler: it reads its
+page in the thread pool as every handler reads the store, and when the page is empty and
+the request asked to `wait`, it waits on the event loop (FeedWaits.changed) for the
+revision to pass the one the page was read at, then reads again. It is counted once, on
+arrival, by the caller layer, and holds no thread while it waits. When the time is up,
+when the service stops (release_waiting, from the worker's shutdown) or when this worker
+holds its cap of waiting requests already, it answers with the page it has.
 
 RevisionWatch learns of commits by reading the revision (which every change raises, from
 any worker, host or the CLI) every POLL_SECONDS from a thread of its own, and only while a
@@ -21,24 +20,22 @@ import logging
 import threading
 import time
 import weakref
-from typing import Any
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Receive
 
 from app.core import metrics
 from app.core.storage import Store
-from app.web.exchange import exchange
 
 log = logging.getLogger("petstore.feed")
 
 POLL_SECONDS = 0.1  # how often a worker with waiting requests reads the revision
-_RUNNING: weakref.WeakSet[LongPoll] = weakref.WeakSet()
+_RUNNING: weakref.WeakSet[FeedWaits] = weakref.WeakSet()
 
 
 def release_waiting() -> None:
     """Answer every waiting request of this process at once, with what it has (SIGTERM)."""
-    for middleware in list(_RUNNING):
-        middleware.release()
+    for waits in list(_RUNNING):
+        waits.release()
 
 
 class RevisionWatch:
@@ -116,14 +113,13 @@ class RevisionWatch:
             time.sleep(self.interval)
 
 
-class LongPoll:
-    """Holds the feed's empty answers of requests that asked to wait (see the module)."""
+class FeedWaits:
+    """The feed's waiting requests of one app: at most max_waiting at once, all woken by
+    the worker's one RevisionWatch, all answered at once by release()."""
 
-    def __init__(self, app: ASGIApp, *, store: Store, path: str, max_waiting: int,
-                 watch: RevisionWatch | None = None) -> None:
-        self.app, self.path, self.max_waiting = app, path, max_waiting
+    def __init__(self, watch: RevisionWatch, max_waiting: int) -> None:
         # The worker's one watch, shared with the webhooks' deliverer (D28).
-        self.watch = watch or RevisionWatch(store)
+        self.watch, self.max_waiting = watch, max_waiting
         self.waiting = 0
         self.stopping = False
         _RUNNING.add(self)
@@ -133,39 +129,14 @@ class LongPoll:
         self.stopping = True
         self.watch.release()
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != self.path:
-            await self.app(scope, receive, send)
-            return
-        deadline: float | None = None
-        asking = receive
-        while True:
-            held = await self._run(scope, asking, send)
-            if held is None:  # answered
-                return
-            messages, revision, seconds = held
-            now = time.monotonic()
-            deadline = now + seconds if deadline is None else deadline
-            if self.stopping or now >= deadline or self.waiting >= self.max_waiting:
-                break
-            self.waiting += 1
-            metrics.FEED_WAITING.inc()
-            try:
-                changed = await self._wait(revision, deadline - now, receive)
-            finally:
-                self.waiting -= 1
-                metrics.FEED_WAITING.dec()
-            if changed is None:  # the client went away: nothing to answer
-                return
-            if not changed:
-                break
-            asking = _replay(receive)
-        for message in messages:
-            await send(message)
-
-    async def _wait(self, revision: int, timeout: float, receive: Receive) -> bool | None:
-        """Whether the revision passed this one within timeout (None if the client
-        disconnected meanwhile, which frees its place under the cap at once)."""
+    async def changed(self, revision: int, timeout: float, receive: Receive) -> bool | None:
+        """Whether the revision passed this one within timeout: False at once when the
+        service stops or the worker holds its cap of waiting requests; None if the client
+        disconnected meanwhile, which frees its place under the cap at once."""
+        if self.stopping or self.waiting >= self.max_waiting:
+            return False
+        self.waiting += 1
+        metrics.FEED_WAITING.inc()
         change = asyncio.ensure_future(self.watch.passed(revision, timeout))
         gone = asyncio.ensure_future(_disconnected(receive))
         try:
@@ -173,45 +144,12 @@ class LongPoll:
         finally:
             for task in (change, gone):
                 task.cancel()
+            self.waiting -= 1
+            metrics.FEED_WAITING.dec()
         return None if gone.done() and not gone.cancelled() else change.result()
-
-    async def _run(self, scope: Scope, receive: Receive,
-                   send: Send) -> tuple[list[Message], int, float] | None:
-        """Run the request; hold its answer if the handler asked to wait (returning it with
-        the revision and the seconds it asked for), else send it on (returning None)."""
-        found = exchange(scope)
-        found.wait = None
-        held: list[Message] = []
-
-        async def sending(message: Message) -> None:
-            if found.wait is not None:
-                held.append(message)
-            else:
-                await send(message)
-
-        await self.app(dict(scope), receive, sending)
-        if found.wait is None:
-            return None
-        revision, seconds = found.wait
-        return held, revision, seconds
 
 
 async def _disconnected(receive: Receive) -> None:
     """Return when the client disconnects (a GET's body has been read already)."""
     while (await receive())["type"] != "http.disconnect":
         pass
-
-
-def _replay(receive: Receive) -> Receive:
-    """The request's receive for running it again: its (empty) body once more, then the
-    connection's own messages (a disconnect)."""
-    sent = False
-
-    async def again() -> Any:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": b"", "more_body": False}
-        return await receive()
-
-    return again

@@ -145,10 +145,9 @@ def request_path() -> str:
     lines = ["| # | Layer | What it does | Relies on | Gives |", "|---|---|---|---|---|"]
     for number, layer in enumerate(LAYERS, 1):
         name = f"**{layer.name}** (fast)" if layer.name in FAST else f"**{layer.name}**"
-        relies = [*layer.needs, *(f"after the {a} layer, where present" for a in layer.after)]
         gives = _cell("; ".join(layer.gives)) or "-"
         lines.append(f"| {number} | {name} | {_cell(layer.does)} | "
-                     f"{_cell('; '.join(relies)) or '-'} | {gives} |")
+                     f"{_cell('; '.join(layer.needs)) or '-'} | {gives} |")
     return "\n".join(lines)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import logging
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +28,6 @@ def test_the_served_chain_keeps_every_dependency_of_its_layers() -> None:
     ("caller", "access", "the caller layer relies on the request's Exchange"),
     ("security", "routing", "the security layer relies on the request's operation"),
     ("kept answers", "caller", "the kept answers layer relies on the caller's key"),
-    ("long polls", "caller", "the long polls layer relies on the request counted"),
-    ("kept answers", "long polls", "the kept answers layer must come after the long polls"),
 ])
 def test_a_chain_whose_order_breaks_a_dependency_is_refused_naming_it(
     moved: str, before: str, says: str
@@ -40,15 +37,6 @@ def test_a_chain_whose_order_breaks_a_dependency_is_refused_naming_it(
                   _named(moved))
     with pytest.raises(chain.ChainError, match=says):
         chain.check(layers)
-
-
-def test_a_layer_to_come_after_binds_the_order_only_where_it_is() -> None:
-    without_long_polls = [layer for layer in chain.LAYERS if layer.name != "long polls"]
-    chain.check(without_long_polls)  # the kept answers come after it only where it is
-    needs_waiting = replace(_named("kept answers"), needs=(chain.CALLER, "a held page"))
-    with pytest.raises(chain.ChainError, match="relies on a held page"):
-        chain.check([needs_waiting if layer.name == "kept answers" else layer
-                     for layer in without_long_polls])
 
 
 def test_a_kept_answer_is_served_only_to_the_key_it_was_made_for(

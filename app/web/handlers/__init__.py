@@ -1,12 +1,14 @@
 """One module per OpenAPI tag; each function is the snake_case of an operationId.
 
 Handlers are plain synchronous functions, framework-neutral: Connexion's AsyncApp runs them
-in its thread pool (D42). They read the request through `connexion.request` (a Starlette
-request), reach the running app's Services through the request's Exchange (the access
-layer puts there the services of the app serving it: app.web.PetstoreApp.services), and
-answer with Connexion's responses: a ConnexionResponse for bytes already encoded (never run
-through the jsonifier), a tuple for a body the jsonifier encodes, no_content() for a 204 or
-a 304 (no body, no Content-Type, no Content-Length).
+in its thread pool (D42). They read the request through the helpers here, over Connexion's
+context (`connexion.context.scope`: each use of `connexion.request` builds a new request
+object, six of them a request when every helper did), reach the running app's Services
+through the request's Exchange (the access layer puts there the services of the app
+serving it: app.web.PetstoreApp.services), and answer with Connexion's responses: a
+ConnexionResponse for bytes already encoded (never run through the jsonifier), a tuple for
+a body the jsonifier encodes, no_content() for a 204 or a 304 (no body, no Content-Type,
+no Content-Length).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ import json
 from typing import Any
 from urllib.parse import urlencode
 
-import connexion
+from connexion.context import scope as current_scope
 from connexion.lifecycle import ConnexionResponse
+from starlette.datastructures import Headers, QueryParams
 
 from app.core.services import Services
 from app.web.exchange import Exchange, exchange
@@ -24,7 +27,7 @@ from app.web.exchange import Exchange, exchange
 
 def request_exchange() -> Exchange:
     """The Exchange of the request being handled (the access layer made it)."""
-    return exchange(connexion.request.scope)
+    return exchange(current_scope)
 
 
 def services() -> Services:
@@ -38,16 +41,15 @@ def request_path() -> str:
     """The request's path below the app's root path, as a WSGI app's PATH_INFO was: the
     path Location and Link headers are made of (the ASGI scope's path includes the root
     path)."""
-    scope = connexion.request.scope
-    path: str = scope["path"]
-    root = scope.get("root_path", "")
+    path: str = current_scope["path"]
+    root = current_scope.get("root_path", "")
     return path[len(root):] if root and path.startswith(root) else path
 
 
 def header(name: str) -> str | None:
     """A request header: every value of the name, joined by commas (as PEP 3333 gave them
     to the WSGI handlers before D42), or None."""
-    values = connexion.request.headers.getlist(name)
+    values = Headers(scope=current_scope).getlist(name)
     return ",".join(values) if values else None
 
 
@@ -75,6 +77,7 @@ def no_content(status: int = 204, headers: dict[str, str] | None = None) -> Conn
 
 def next_link(cursor: str) -> str:
     """The Link header of a list's next page: this request's query with the next cursor."""
-    pairs = [(k, v) for k, v in connexion.request.query_params.multi_items() if k != "cursor"]
+    pairs = [(k, v) for k, v in QueryParams(current_scope["query_string"]).multi_items()
+             if k != "cursor"]
     target = f"{request_path()}?{urlencode([*pairs, ('cursor', cursor)], safe=',')}"
     return f'<{target}>; rel="next"'

@@ -24,8 +24,8 @@ class Answering(ExceptionMiddleware, SpecMiddleware):
     the request was found to be, where the API validates its responses. So a replayed kept
     answer and an Error are held to the document exactly as the handler's answer is, and
     the validator sees the headers the YAML declares required. An answer to no operation
-    (a 404 for an unknown path, a 429 before routing) is not checked. It notes the
-    answer's status in the Exchange for the access line.
+    (a 404 for an unknown path, a 429 before routing), nor a HEAD's, is not checked. It
+    notes the answer's status in the Exchange for the access line.
 
     A SpecMiddleware (Connexion's public base for a middleware that is handed every
     add_api), so that the response checks learn each API's operations."""
@@ -50,7 +50,10 @@ class Answering(ExceptionMiddleware, SpecMiddleware):
             if message["type"] == "http.response.start":
                 found.status = message["status"]
                 message["headers"] = add_missing(message.get("headers", ()), found.headers)
-                if found.operation is not None and checks.checked:
+                # A HEAD's body is empty (RFC 9110 section 9.3.2: GET's headers without
+                # its content), which Connexion would hold to the GET's schema.
+                if (found.operation is not None and checks.checked
+                        and scope["method"] != "HEAD"):
                     forward = await checks.checking(found.operation.id, scope, send)
             await forward(message)
 

@@ -55,7 +55,7 @@ from connexion.middleware.swagger_ui import SwaggerUIMiddleware
 from connexion.uri_parsing import OpenAPIURIParser
 from connexion.utils import is_null, is_nullable
 from connexion.validators import VALIDATOR_MAP as CONNEXION_VALIDATORS
-from connexion.validators import JSONRequestBodyValidator, JSONResponseBodyValidator
+from connexion.validators import JSONRequestBodyValidator
 from connexion.validators import ParameterValidator as ConnexionParameterValidator
 from connexion.validators.parameter import draft4_format_checker
 from jsonschema import Draft4Validator, ValidationError
@@ -285,22 +285,9 @@ class JSONBodyValidator(JSONRequestBodyValidator):
         return None
 
 
-class JSONResponseValidator(JSONResponseBodyValidator):
-    """Connexion's validation of a JSON response, except for a HEAD's: its body is empty
-    (RFC 9110 section 9.3.2, GET's headers without its content), and Connexion held that
-    emptiness to the GET's schema, a 500 for every HEAD while responses were validated."""
-
-    def wrap_send(self, send: Send) -> Send:
-        if self._scope.get("method") == "HEAD":
-            return send
-        return super().wrap_send(send)
-
-
 VALIDATOR_MAP = {
     "parameter": ParameterValidator,
     "body": MediaTypeDict({**CONNEXION_VALIDATORS["body"], "*/*json": JSONBodyValidator}),
-    "response": MediaTypeDict({**CONNEXION_VALIDATORS["response"],
-                               "*/*json": JSONResponseValidator}),
 }
 
 

@@ -135,6 +135,10 @@ class Deliverer:
                 now = self.clock()
                 claimed = await self._call(self.store.claim_webhook_endpoints, self.owner,
                                            now, now + self.lease, CLAIM_MAX)
+                # Said before any delivery it lets go on, so the log reads in order.
+                if self.failing:
+                    log.warning("the webhook deliverer reaches the database again")
+                    self.failing = False
                 self.claimed = {endpoint.id for endpoint in claimed}
                 for endpoint in claimed:
                     task = self.tasks.get(endpoint.id)
@@ -145,9 +149,6 @@ class Deliverer:
                     pruned = time.monotonic()
                     await self._call(webhooks.prune, self.store,
                                      self.settings.webhook_attempts_kept_days)
-                if self.failing:
-                    log.warning("the webhook deliverer reaches the database again")
-                    self.failing = False
             except Exception as exc:  # the store is down: said once, tried again
                 if not self.failing:
                     log.warning("the webhook deliverer cannot claim endpoints (%s); it "

@@ -78,12 +78,34 @@ def test_the_same_key_with_another_body_is_422_and_places_nothing(
     assert store.count_orders() == 5
 
 
-@pytest.mark.parametrize("given", [None, b"caf\xc3\xa9", b"k" * 256, b"a\tb"])
-def test_a_missing_or_malformed_idempotency_key_is_400_naming_it(
-        client: Any, auth: dict[str, str], given: bytes | None) -> None:
+NOT_ASCII = ("Idempotency-Key must hold only printable ASCII characters (letters, digits, "
+             "punctuation and spaces), 1 to 255 of them.")
+
+
+@pytest.mark.parametrize(("given", "says"), [
+    (None, "Idempotency-Key is required: send a key of your own making with each new order, "
+           "such as a UUID (1 to 255 printable ASCII characters), so that a retry with the "
+           "same key places the order only once."),
+    (b"", "Idempotency-Key must not be empty: it takes 1 to 255 printable ASCII characters."),
+    (b'"', None),
+    (b"caf\xc3\xa9", NOT_ASCII),
+    (b"a\tb", NOT_ASCII),
+    (b"k" * 256, "Idempotency-Key is too long: it may hold at most 255 printable ASCII "
+                 "characters."),
+])
+def test_a_missing_or_malformed_idempotency_key_is_400_saying_which_rule(
+        client: Any, auth: dict[str, str], store: Store, given: bytes | None,
+        says: str | None) -> None:
+    """Each rule the header breaks has its own sentence, which tells the client how to
+    make a key that will do; nothing is placed."""
+    before = store.count_orders()
     headers = {} if given is None else {"Idempotency-Key": given}
     response = client.post(LIST, json=NEW, headers={**auth, **headers})
-    assert "Idempotency-Key" in assert_error(response, 400, "invalid_request")["message"]
+    if says is None:  # a lone quote is a key of one character, not a quoted empty one
+        assert response.status_code == 201
+        return
+    assert assert_error(response, 400, "invalid_request")["message"] == says
+    assert store.count_orders() == before
 
 
 @pytest.mark.parametrize(("body", "named"), [

@@ -281,7 +281,7 @@ def _integer(row: dict[str, Any], field: str, low: int, high: int) -> int | None
         raise InvalidOrder(f"{field} must be a whole number, got {value!r}")
     if isinstance(value, str):
         text = value.strip()
-        if not text.lstrip("-").isascii() or not text.lstrip("-").isdigit():
+        if not text.isascii() or not text.lstrip("-").isdigit():
             raise InvalidOrder(f"{field} must be a whole number, got {value!r}")
         value = int(text)
     if isinstance(value, float) and value.is_integer():

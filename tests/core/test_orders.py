@@ -218,6 +218,25 @@ def test_ship_date_is_normalised_to_utc() -> None:
     assert orders.order_from_row(row)["shipDate"] == "2026-05-01T10:00:00Z"
 
 
+@pytest.mark.parametrize(("given", "complete"), [
+    ("TRUE", True), (" true ", True), ("1", True), (1, True), (True, True),
+    ("False", False), ("0", False), (0, False), (False, False), ("", False), (None, False)])
+def test_complete_is_read_as_a_spreadsheet_or_json_writes_it(given: Any, complete: bool) -> None:
+    """A CSV's cell in any case or spacing, JSON's booleans and 0 or 1; an empty cell is
+    not complete."""
+    assert orders.order_from_row({"petId": 5, "complete": given})["complete"] is complete
+
+
+def test_the_largest_id_is_taken() -> None:
+    assert orders.order_from_row({"id": 2**63 - 1})["id"] == 2**63 - 1
+
+
+@pytest.mark.parametrize(("given", "pet_id"), [(" 5 ", 5), (5.0, 5), ("", None), (None, None)])
+def test_a_whole_number_may_be_text_or_a_whole_float_and_an_empty_cell_is_none(
+        given: Any, pet_id: int | None) -> None:
+    assert orders.order_from_row({"petId": given, "quantity": 1}).get("petId") == pet_id
+
+
 @pytest.mark.parametrize(
     ("row", "reason"),
     [
@@ -225,14 +244,17 @@ def test_ship_date_is_normalised_to_utc() -> None:
         ({"id": "abc"}, "id must be a whole number"),
         ({"id": 2**63}, "id must be between"),
         ({"quantity": 0}, "quantity must be between 1"),
+        ({"quantity": "-3"}, "quantity must be between 1"),
         ({"quantity": 1.5}, "quantity must be a whole number"),
         ({"quantity": True}, "quantity must be a whole number"),
         ({"petId": "\u0665"}, "petId must be a whole number"),
+        ({"petId": "X5"}, "petId must be a whole number"),
         ({"shipDate": "2026-05-01T12:00:00"}, "needs a time-zone offset"),
         ({"shipDate": "tomorrow"}, "ISO 8601"),
         ({"shipDate": "0001-01-01T00:00:00+01:00"}, "between the years 1 and 9999 in UTC"),
         ({"status": "lost"}, "status must be one of"),
         ({"complete": "maybe"}, "complete must be true or false"),
+        ({"complete": 2}, "complete must be true or false"),
         ({"colour": "red"}, "unknown field(s) colour"),
         ([1, 2], "must be an object"),
     ],

@@ -126,7 +126,8 @@ class Ledger:
                 if again.status != 503 or time.monotonic() > deadline:
                     break
                 time.sleep(min(1.0, float(again.headers.get("retry-after", "1"))))
-            return key, again.status, (again.json().get("id") if again.status < 300
+            # No answer at all (status 0: the call's 30 s ran out) is reported as such.
+            return key, again.status, (again.json().get("id") if 200 <= again.status < 300
                                        else again.body[:200])
 
         with ThreadPoolExecutor(4) as pool:

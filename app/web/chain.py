@@ -8,18 +8,18 @@ these, naming it.
 
 What one layer hands the next is the request's Exchange (exchange.py), not loose scope
 keys. The settings only leave a layer out (CORS without origins); they never change
-which layer answers a request. An API request's answer comes from
-one of these places (ANSWER_SITES below), whatever the settings (and the console's pages,
-D35, branch off in the access layer for their own Flask app: console.py):
+which layer answers a request. An API request's answer comes from one of these places
+(ANSWER_SITES below), whatever the settings (and the console's pages, D35, branch off in
+the access layer for their own Flask app: console.py):
 
 - kept answers: a GET of the same shape as one the one way answered, replayed at the same
   revision before Connexion's routing (answer_cache.py);
 - the handlers, plain `def` functions that Connexion's AsyncApp runs in its thread pool
   (D42), every write among them: the one way;
 - the errors layer, Connexion's exception middleware (answering.py): every layer inside it
-  refuses a request by raising (the quotas' 429 and 503, the routing
-  layer's 404 and 410, the bearer check's 401 and 403, validation's 413 and 400, the
-  handlers' domain exceptions), and errors.py's handlers make the Error body;
+  refuses a request by raising (the quotas' 429 and 503, the routing layer's 404 and
+  410, the bearer check's 401 and 403, validation's 413 and 400, the handlers' domain
+  exceptions), and errors.py's handlers make the Error body;
 - CORS preflights, answered by the CORS layer (a refused one with errors.py's Error).
 
 Only the server errors layer's last-resort 500 (errors.py's too) is made elsewhere. All

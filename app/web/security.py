@@ -6,7 +6,6 @@ api_key_expired, and a read key calling an operation the YAML marks `x-scope: wr
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from connexion.exceptions import OAuthResponseProblem
@@ -17,8 +16,6 @@ from starlette.types import Scope
 from app.core.storage.records import ApiKey
 from app.web.errors import ApiKeyExpired, InsufficientScope
 from app.web.exchange import exchange
-
-log = logging.getLogger("petstore.keys")
 
 
 def bearer_info(token: str, request: Any) -> dict[str, Any] | None:

@@ -10,15 +10,17 @@ from __future__ import annotations
 import csv
 import json
 import logging
-from collections.abc import Iterator, Sequence
+import signal
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 import click
 
-from app.core import names
+from app.core import feed, names
 from app.core.config import Settings, SettingsError
-from app.core.errors import PetstoreError
+from app.core.errors import InvalidParameter, PetstoreError, ResyncRequired
 from app.core.setting_values import redacted
 from app.core.storage import Store, open_store
 
@@ -123,3 +125,52 @@ def import_source(file: IO[str], fmt: str | None) -> tuple[str, str]:
     given, else JSON on standard input, else guessed from the file's extension."""
     name = "stdin" if file.name == "<stdin>" else file.name
     return name, fmt or ("json" if name == "stdin" else guess_format(name))
+
+
+def feed_options(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options of a command that prints a feed (`orders changes`, `pets changes`):
+    --after and --follow; what names the API's feed in --after's help."""
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        command = click.option(
+            "--follow", is_flag=True,
+            help="Keep printing changes as they are made, until interrupted (Ctrl-C) or "
+                 "stopped (SIGTERM).")(command)
+        return click.option(
+            "--after", metavar="CURSOR",
+            help=f"Go on from this cursor: the `next` of an earlier answer of the API's "
+                 f"{what}, or the one this command printed last. From the beginning "
+                 f"without it.")(command)
+    return decorate
+
+
+def print_feed(store: Store, kind: str, after: str | None, follow: bool) -> None:
+    """Print a feed (feed.ORDERS or feed.PETS) as JSON lines from the cursor (the
+    beginning without one), then, with follow, every later change until interrupted
+    (Ctrl-C, or SIGTERM from a service manager); the cursor to go on from last, on
+    standard error, as `next: CURSOR`. An edited cursor is a usage error naming --after;
+    another database's, the 410's sentence."""
+    cursor = after
+    if follow:  # a service manager's stop ends it as Ctrl-C does, saying where it was
+        signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        while True:
+            try:
+                page = feed.changes(store, cursor, feed.LIMIT_MAX, kind)
+            except InvalidParameter as exc:
+                raise click.BadParameter(f"It {exc.message}", param_hint="--after") from None
+            except ResyncRequired as exc:
+                raise click.ClickException(exc.message) from None
+            for text in page.items:
+                click.echo(text)
+            cursor = page.next
+            if len(page.items) < feed.LIMIT_MAX:
+                if not follow:
+                    break
+                time.sleep(feed.FOLLOW_SECONDS)
+    except KeyboardInterrupt:
+        pass
+    say(f"next: {cursor}")
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt

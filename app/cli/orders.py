@@ -3,8 +3,6 @@ changes."""
 
 from __future__ import annotations
 
-import signal
-import time
 from collections.abc import Callable
 from typing import IO, Any
 
@@ -15,7 +13,9 @@ from app.cli._shared import (
     ImportFailed,
     current_store,
     echo_json_array,
+    feed_options,
     import_source,
+    print_feed,
     read_rows,
     say,
 )
@@ -25,7 +25,6 @@ from app.core.errors import (
     InvalidParameter,
     OrderNotFound,
     PetstoreError,
-    ResyncRequired,
     StockShortfall,
 )
 from app.core.storage import Store
@@ -132,44 +131,13 @@ def _move_each(order_ids: tuple[int, ...], move: Callable[[Store, int], Transiti
 
 
 @orders_group.command("changes")
-@click.option("--after", metavar="CURSOR",
-              help="Go on from this cursor: the `next` of an earlier answer of the API's "
-                   "feed, or the one this command printed last. From the beginning without "
-                   "it.")
-@click.option("--follow", is_flag=True,
-              help="Keep printing changes as they are made, until interrupted (Ctrl-C) or "
-                   "stopped (SIGTERM).")
+@feed_options("feed")
 def orders_changes(after: str | None, follow: bool) -> None:
     """Print the feed of changed orders as JSON lines, as v2's /store/order-changes gives
     it: each order changed after the cursor, once, in its current state, in the order of
     the changes (every order, from the beginning). The cursor to go on from is printed
     last, on standard error, as `next: CURSOR`."""
-    store = current_store()
-    cursor = after
-    if follow:  # a service manager's stop ends it as Ctrl-C does, saying where it was
-        signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        while True:
-            try:
-                page = feed.changes(store, cursor, feed.LIMIT_MAX)
-            except InvalidParameter as exc:
-                raise click.BadParameter(f"It {exc.message}", param_hint="--after") from None
-            except ResyncRequired as exc:
-                raise click.ClickException(exc.message) from None
-            for text in page.orders:
-                click.echo(text)
-            cursor = page.next
-            if len(page.orders) < feed.LIMIT_MAX:
-                if not follow:
-                    break
-                time.sleep(feed.FOLLOW_SECONDS)
-    except KeyboardInterrupt:
-        pass
-    say(f"next: {cursor}")
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+    print_feed(current_store(), feed.ORDERS, after, follow)
 
 
 @orders_group.command("list")

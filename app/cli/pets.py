@@ -15,11 +15,13 @@ from app.cli._shared import (
     current_store,
     echo_json_array,
     echo_table,
+    feed_options,
     import_source,
+    print_feed,
     read_rows,
     say,
 )
-from app.core import names, orders, pets
+from app.core import feed, names, orders, pets
 from app.core.errors import (
     DuplicatePet,
     InvalidParameter,
@@ -260,6 +262,16 @@ def pets_check() -> None:
     if not checked.true:
         raise SystemExit(1)
     say("Every reservation equals its pending orders, and the inventory agrees.")
+
+
+@pets_group.command("changes")
+@feed_options("feed of pets")
+def pets_changes(after: str | None, follow: bool) -> None:
+    """Print the feed of changed pets as JSON lines, as v2's /pet-changes gives it (D39):
+    each pet changed after the cursor, once, as getPet answers it now (its available units
+    included), in the order of the changes (every pet, from the beginning). The cursor to
+    go on from is printed last, on standard error, as `next: CURSOR`."""
+    print_feed(current_store(), feed.PETS, after, follow)
 
 
 @pets_group.command("import")

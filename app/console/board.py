@@ -344,7 +344,7 @@ def changes() -> Page:
                               mimetype="application/json")
     names = PetNames(found)
     rows = []
-    for text in page.orders:
+    for text in page.items:
         read = found.get_versioned_order(orjson.loads(text)["id"])
         if read is not None:
             order, version = read

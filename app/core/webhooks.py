@@ -1,19 +1,22 @@
-"""Webhooks (D28): the rules, with no network code. The web wing's deliverer
+"""Webhooks (D28, D39): the rules, with no network code. The web wing's deliverer
 (app/web/deliverer.py) and its sender (app/outbound.py) carry them out.
 
 - Endpoints: a URL (http or https, no userinfo, at most 2,048 characters) whose host may
   only be a global address, or one inside PETSTORE_WEBHOOK_ALLOWED_NETWORKS (address_allowed),
-  checked at creation and at every attempt; the types it wants (the five of TYPES, all when
-  none); a secret, `whsec_` and the base64 of 32 random bytes, shown once. Each belongs to
-  the API key that made it; a key sees only its own, at most MAX_PER_KEY of them. The
-  operator (key None) sees all.
-- Messages: `{"type", "timestamp", "data"}`, data the order as v2 answers it, signed by the
-  Standard Webhooks scheme (the standardwebhooks package); during a rotation's grace, with
-  both secrets. The type is the kind of the order's last change, which the store records
-  with the change itself (placed, shipped, completed, cancelled; "changed" for any other
-  change, such as an import or a hand edit), so a message's type and its order are read
-  together. `webhook-id` names one change of one order: the order's id and the feed
-  position of the change, the same on every retry.
+  checked at creation and at every attempt; the types it wants (of TYPES; every order's
+  type when none, as before the pets had any); a secret, `whsec_` and the base64 of 32
+  random bytes, shown once. Each belongs to the API key that made it; a key sees only its
+  own, at most MAX_PER_KEY of them. The operator (key None) sees all.
+- Messages: `{"type", "timestamp", "data"}`, data the order or the pet as v2 answers it,
+  signed by the Standard Webhooks scheme (the standardwebhooks package); during a
+  rotation's grace, with both secrets. The type is the kind of the order's or pet's last
+  change, which the store records with the change itself (an order's: placed, shipped,
+  completed, cancelled, or "changed" for any other change, such as an import or a hand
+  edit; a pet's: PET_CHANGE_KIND's), so a message's type and its data are read together.
+  `webhook-id` names one change of one order or pet: its id and the feed position of the
+  change, the same on every retry.
+- Order: an endpoint's place is in both feeds at once (records.Place): the changes of
+  orders and pets come in the order they were committed.
 - Retries: the Standard Webhooks schedule (SCHEDULE), `Retry-After` honoured when longer;
   after the last, the endpoint is disabled with its reason, its place in the feed kept.
 """
@@ -45,10 +48,13 @@ from app.core.errors import (
 from app.core.orders import format_time, format_unix_time
 from app.core.paging import seal, unseal
 from app.core.storage import Store
-from app.core.storage.records import OrderChange, WebhookAttempt, WebhookEndpoint
+from app.core.storage.pet_feed_statements import PET_CHANGE_KINDS
+from app.core.storage.records import Change, WebhookAttempt, WebhookEndpoint
 
-TYPES = ("order.placed", "order.shipped", "order.completed", "order.cancelled",
-         "order.changed")
+ORDER_TYPES = ("order.placed", "order.shipped", "order.completed", "order.cancelled",
+               "order.changed")
+PET_TYPES = tuple(f"pet.{kind}" for kind in PET_CHANGE_KINDS)  # D39
+TYPES = ORDER_TYPES + PET_TYPES
 PING = "ping"
 MAX_PER_KEY = 16
 URL_MAX = 2048
@@ -206,19 +212,26 @@ def _description(description: Any) -> str:
 # messages ----------------------------------------------------------------------------
 
 
-def message_type(change: OrderChange) -> str:
-    """The message type of a change: order. and the kind the store recorded with it."""
-    return f"order.{change.kind}"
+def message_type(change: Change) -> str:
+    """The message type of a change: order. or pet., and the kind the store recorded with
+    it."""
+    return f"{change.of}.{change.kind}"
 
 
-def webhook_id(change: OrderChange) -> str:
-    """The webhook-id of a change: the same on every retry, another for each change."""
-    return f"msg_{change.order_id}_{change.position}"
+def webhook_id(change: Change) -> str:
+    """The webhook-id of a change: the same on every retry, another for each change
+    (msg_{order}_{position}, as since 2.3.0, or msg_pet_{pet}_{position})."""
+    subject = "" if change.of == "order" else f"{change.of}_"
+    return f"msg_{subject}{change.item_id}_{change.position}"
 
 
-def wanted(endpoint: WebhookEndpoint, change: OrderChange) -> bool:
-    """Whether the endpoint asked for this change's type."""
-    return not endpoint.types or message_type(change) in endpoint.types
+def wanted(endpoint: WebhookEndpoint, change: Change) -> bool:
+    """Whether the endpoint asked for this change's type. One that named none gets every
+    order's type, as before pets had any (D39): a receiver written for 2.4.0 is sent no
+    type it does not know."""
+    if not endpoint.types:
+        return change.of == "order"
+    return message_type(change) in endpoint.types
 
 
 def message(type: str, data: str, now: float) -> bytes:
@@ -391,12 +404,12 @@ def create(store: Store, key_id: int | None, url: Any, types: Any = None,
     text = _description(description)
     addresses(target, allowed, resolve)
     secret = new_secret()
-    # After every change committed so far: the orders at the revision's position are
-    # before (position, the largest id). A key has at most MAX_PER_KEY; the operator's
-    # (no key) are not counted.
+    # After every change committed so far: the orders and pets at the revision's position
+    # are before (position, "pet", the largest id). A key has at most MAX_PER_KEY; the
+    # operator's (no key) are not counted.
     endpoint = store.create_webhook_endpoint(
         api_key_id=key_id, url=url, types=chosen, description=text, secret=secret,
-        position=store.revision(), order_id=2**63 - 1, now=_now(), at_most=MAX_PER_KEY)
+        place=(store.revision(), "pet", ID_MAX), now=_now(), at_most=MAX_PER_KEY)
     return endpoint, secret
 
 
@@ -471,32 +484,37 @@ def renew_secret(store: Store, key_id: int | None,
 
 def replay(store: Store, key_id: int | None, endpoint_id: int,
            after: Any) -> WebhookEndpoint:
-    """Deliver again every change after a feed cursor (from the beginning without one):
-    the endpoint's place in the feed moves there, its retry state is cleared."""
+    """Deliver again every change after a cursor of either feed (from the beginning without
+    one): the endpoint's place in the feeds moves there (one of the orders' feed: after
+    that order, the pets of its position still to come; one of the pets' feed: after that
+    pet), its retry state is cleared."""
     endpoint = find(store, key_id, endpoint_id)
     if after is not None and not (isinstance(after, str) and 0 < len(after) <= 1024):
         raise InvalidParameter("after", "type", {"type": "string"})
     try:
-        position, order_id = feed.resume_point(store, after) if after else (-1, 0)
+        kind, position, item_id = (feed.resume_point(store, after) if after
+                                   else (feed.ORDERS, -1, 0))
     except InvalidParameter:
         raise InvalidParameter("after", "cursor_edited") from None
     updated = store.update_webhook_endpoint(endpoint.id, {
-        "position": position, "order_id": order_id, "attempt": 0, "next_attempt_at": None})
+        "position": position, "place_of": "order" if kind == feed.ORDERS else "pet",
+        "order_id": item_id, "attempt": 0, "next_attempt_at": None})
     if updated is None:
         raise WebhookEndpointNotFound(endpoint_id)
     return updated
 
 
-MESSAGE_ID = re.compile(r"msg_[0-9]+_([0-9]+)\Z")  # webhook_id's: msg_{order}_{position}
+# webhook_id's: msg_{order}_{position}, msg_pet_{pet}_{position}
+MESSAGE_ID = re.compile(r"msg_(?:pet_)?[0-9]+_([0-9]+)\Z")
+ID_MAX = 2**63 - 1
 LAG_COUNTED = 1000  # changes counted of an endpoint's lag; past it, "at least"
 
 
 def lag(store: Store, endpoint: WebhookEndpoint) -> int:
-    """How many orders have a change the endpoint has not had yet (those it asked for),
-    counted up to LAG_COUNTED: its lag, as the console shows it (the worker that holds it
-    keeps the seconds, petstore_webhook_lag_seconds)."""
-    changes = store.order_changes_after((endpoint.position, endpoint.order_id),
-                                        LAG_COUNTED)
+    """How many orders and pets have a change the endpoint has not had yet (of the types
+    it wants), counted up to LAG_COUNTED: its lag, as the console shows it (the worker
+    that holds it keeps the seconds, petstore_webhook_lag_seconds)."""
+    changes = store.changes_after(endpoint.place, LAG_COUNTED)
     return sum(1 for change in changes if wanted(endpoint, change))
 
 
@@ -525,7 +543,7 @@ def replay_since(store: Store, key_id: int | None, endpoint_id: int,
     if earliest is None:
         return None
     updated = store.update_webhook_endpoint(endpoint.id, {
-        "position": earliest - 1, "order_id": 2**63 - 1, "attempt": 0,
+        "position": earliest - 1, "place_of": "pet", "order_id": ID_MAX, "attempt": 0,
         "next_attempt_at": None})
     if updated is None:
         raise WebhookEndpointNotFound(endpoint_id)

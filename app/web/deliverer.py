@@ -3,14 +3,14 @@
 It claims endpoints by lease (Store.claim_webhook_endpoints: PostgreSQL's FOR UPDATE SKIP
 LOCKED, SQLite's write lock), so that each endpoint has one deliverer across every worker
 and host, and renews its leases every CLAIM_SECONDS. Each endpoint it holds gets a task of
-its own, so a slow or dead receiver delays only itself. A task reads the feed after the
-endpoint's place (Store.order_changes_after), sends the first change the endpoint wants
-(one message in flight, in feed order), and moves the place past it only after a 2xx,
-while it still holds the lease. A failure is retried on the schedule of app.core.webhooks
-(the endpoint's attempt count and next time are stored, so another worker goes on from
-them); a 410 disables the endpoint at once, and so does the last failed retry, its place
-kept. With nothing to send, a task waits for the commit signal the feed's long polling
-uses (RevisionWatch), and for its time otherwise.
+its own, so a slow or dead receiver delays only itself. A task reads the feeds of orders
+and pets after the endpoint's place (Store.changes_after, D39), sends the first change the
+endpoint wants (one message in flight, in feed order), and moves the place past it only
+after a 2xx, while it still holds the lease. A failure is retried on the schedule of
+app.core.webhooks (the endpoint's attempt count and next time are stored, so another
+worker goes on from them); a 410 disables the endpoint at once, and so does the last
+failed retry, its place kept. With nothing to send, a task waits for the commit signal
+the feed's long polling uses (RevisionWatch), and for its time otherwise.
 
 An attempt and what follows from it are one write, and the attempts that the endpoints of
 a deliverer make meanwhile share it (Recorder): one transaction and one commit for all, in
@@ -41,7 +41,7 @@ from app.core import metrics, webhooks
 from app.core.config import Settings
 from app.core.orders import format_unix_time
 from app.core.storage import Store
-from app.core.storage.records import Attempted, OrderChange, WebhookEndpoint
+from app.core.storage.records import Attempted, Change, Place, WebhookEndpoint
 from app.outbound import Sender
 from app.web.longpoll import RevisionWatch
 from app.web.threads import HandlerThreads
@@ -76,7 +76,7 @@ class Deliverer:
         self.claimed: set[int] = set()  # the endpoints the last claim gave or renewed
         self.recorder = Recorder(self)
         # reads of the feed under way, by place: endpoints at one place share one
-        self.reading: dict[tuple[int, int], asyncio.Future[tuple[int, list[OrderChange]]]] = {}
+        self.reading: dict[Place, asyncio.Future[tuple[int, list[Change]]]] = {}
 
     @property
     def claim_seconds(self) -> float:
@@ -190,7 +190,7 @@ class Deliverer:
         if endpoint.next_attempt_at is not None and endpoint.next_attempt_at > now:
             await asyncio.sleep(min(endpoint.next_attempt_at - now, RETRY_POLL_SECONDS))
             return True
-        place = (endpoint.position, endpoint.order_id)
+        place = endpoint.place
         if ahead.after != place:  # moved by a replay, or nothing read yet
             ahead.changes, ahead.after = [], place
         if not ahead.changes:
@@ -201,8 +201,8 @@ class Deliverer:
             if ahead.changes:  # none of them wanted: the place moves past them
                 last = ahead.changes[-1]
                 await self._call(self.store.webhook_delivered, endpoint.id, self.owner,
-                                 last.position, last.order_id, place)
-                ahead.changes, ahead.after = [], (last.position, last.order_id)
+                                 last.place, place)
+                ahead.changes, ahead.after = [], last.place
                 if ahead.full:
                     return True
             self.behind.pop(endpoint_id, None)
@@ -217,21 +217,21 @@ class Deliverer:
             if delivered:
                 index = ahead.changes.index(change)
                 ahead.changes = ahead.changes[index + 1:]
-                ahead.after = (change.position, change.order_id)
+                ahead.after = change.place
             else:  # a retry reads the feed again: the order as it is then
                 ahead.changes = []
         finally:
             self.sending.discard(endpoint_id)
         return True
 
-    async def _changes_after(self, place: tuple[int, int]) -> tuple[int, list[OrderChange]]:
+    async def _changes_after(self, place: Place) -> tuple[int, list[Change]]:
         """The revision now and the READ_AHEAD changes after the place, in one trip to a
         thread. Endpoints at the same place (each change wakes them all at once) share one
         read under way."""
         shared = self.reading.get(place)
         if shared is None:
-            def read() -> tuple[int, list[OrderChange]]:
-                return self.store.revision(), self.store.order_changes_after(place, READ_AHEAD)
+            def read() -> tuple[int, list[Change]]:
+                return self.store.revision(), self.store.changes_after(place, READ_AHEAD)
 
             shared = asyncio.ensure_future(self._call(read))
             self.reading[place] = shared
@@ -240,16 +240,16 @@ class Deliverer:
         return revision, list(changes)
 
     async def _deliver(self, endpoint: WebhookEndpoint,
-                       change: OrderChange) -> tuple[bool, WebhookEndpoint | None]:
+                       change: Change) -> tuple[bool, WebhookEndpoint | None]:
         """One attempt, recorded with what follows from it: whether it was delivered, and
         the endpoint as the record left it (None when this deliverer lost its lease, or a
         replay moved the endpoint's place meanwhile: its next step reads it)."""
         assert self.sender is not None
-        place = (endpoint.position, endpoint.order_id)
+        place = endpoint.place
         msg_id = webhooks.webhook_id(change)
         kind = webhooks.message_type(change)
         sent_at = time.time()  # the signature's time is the real one, whatever the clock
-        body = webhooks.message(kind, change.order, sent_at)
+        body = webhooks.message(kind, change.data, sent_at)
         headers = webhooks.signed_headers(endpoint, msg_id, body, sent_at)
         outcome = await self.sender.send(endpoint.url, headers, body)
         attempt = endpoint.attempt + 1
@@ -261,7 +261,7 @@ class Deliverer:
                       now=format_unix_time(sent_at))
         if outcome.delivered:
             after = await self.recorder.record(Attempted(
-                record, delivered=(change.position, change.order_id), since=place))
+                record, delivered=change.place, since=place))
             return True, after
         if outcome.gone:
             reason, delay = "the receiver answered 410 Gone", None
@@ -321,8 +321,8 @@ class Ahead:
 
     def __init__(self) -> None:
         self.endpoint: WebhookEndpoint | None = None
-        self.after: tuple[int, int] | None = None
-        self.changes: list[OrderChange] = []
+        self.after: Place | None = None
+        self.changes: list[Change] = []
         self.revision = 0
         self.full = False
 

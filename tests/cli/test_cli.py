@@ -248,6 +248,27 @@ def test_orders_changes_refuses_an_edited_cursor_and_one_of_another_database(
     assert "Traceback" not in elsewhere.output + edited.output
 
 
+def test_pets_changes_follows_the_catalogue_and_refuses_the_orders_cursor(
+        db: Path) -> None:
+    run(db, "pets", "import", "-", input='[{"id": 1, "name": "Rex", "stock": 1}, '
+                                         '{"id": 2, "name": "Tom"}]')
+    first = run(db, "pets", "changes")
+    assert first.exit_code == 0, first.output
+    assert [json.loads(line)["id"] for line in first.stdout.splitlines()] == [1, 2]
+    cursor = first.stderr.strip().rsplit("next: ", 1)[1]
+    assert run(db, "pets", "changes", "--after", cursor).stdout == ""
+    run(db, "orders", "import", "-", input='[{"id": 1, "petId": 1, "quantity": 1}]')
+    run(db, "pets", "withdraw", "2")
+    later = run(db, "pets", "changes", "--after", cursor)
+    assert [(p["id"], p["available"], p["status"])
+            for p in map(json.loads, later.stdout.splitlines())] == [
+        (1, 0, "pending"), (2, 0, "withdrawn")]
+    orders_cursor = run(db, "orders", "changes").stderr.strip().rsplit("next: ", 1)[1]
+    mixed = run(db, "pets", "changes", "--after", orders_cursor)
+    assert mixed.exit_code == 2 and "--after" in mixed.stderr, mixed.stderr
+    assert "Traceback" not in mixed.output
+
+
 def test_orders_list_takes_v2s_filters_and_sorts(db: Path) -> None:
     run(db, "orders", "import", "-", input=json.dumps([
         {"id": 1, "petId": 7, "shipDate": "2026-11-02T10:00:00Z"},

@@ -60,9 +60,9 @@ def test_text_names_the_file_and_line_level_rule_and_operation(min_raised: Path)
     lines = result.stdout.splitlines()
     line = min_raised.read_text().splitlines().index("        minimum: 5") + 1
     assert lines[0] == (f"{min_raised}:{line}: ERR request-parameter-min-increased: "
-                        "GET /store/order-changes: the minimum of the query request parameter "
+                        "GET /pet-changes: the minimum of the query request parameter "
                         "limit was increased from 1 to 5")
-    assert lines[-1] == "2 findings: 2 ERR, 0 WARN, 0 INFO"
+    assert lines[-1] == "3 findings: 3 ERR, 0 WARN, 0 INFO"
 
 
 def test_fail_on_err_exits_1_on_an_error(min_raised: Path) -> None:
@@ -94,10 +94,10 @@ def test_json_lists_objects_with_the_six_fields(min_raised: Path) -> None:
     result = run("diff", LIVE_V2, min_raised, "--format", "json")
     findings = json.loads(result.stdout)
     assert [sorted(f) for f in findings] == [
-        ["id", "level", "operation", "path", "source", "text"]] * 2
-    assert findings[1]["operation"] == "GET /store/orders"
-    assert findings[1]["path"] == "/store/orders"
-    assert findings[1]["level"] == "ERR" and findings[1]["source"].startswith(str(min_raised))
+        ["id", "level", "operation", "path", "source", "text"]] * 3
+    assert findings[2]["operation"] == "GET /store/orders"
+    assert findings[2]["path"] == "/store/orders"
+    assert findings[2]["level"] == "ERR" and findings[2]["source"].startswith(str(min_raised))
 
 
 def test_markdown_is_a_table_of_the_findings(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from app.cli import main
 from app.core import webhooks
 from app.core.config import Settings
 from app.core.storage import open_store
-from app.core.storage.records import OrderChange, WebhookEndpoint
+from app.core.storage.records import Change, WebhookEndpoint
 from tests.receivers import receiving
 from tests.support import PETSTORE, free_port
 
@@ -93,8 +93,8 @@ def test_listen_prints_each_verified_message_and_stops_on_sigterm(db: Path) -> N
         deadline = time.monotonic() + 10
         endpoint = WebhookEndpoint(1, None, f"http://127.0.0.1:{port}/", (), "", True, None,
                                    secret, None, None, 0, 0, None, None, 0, None, "")
-        change = OrderChange('{"id":1,"complete":false,"status":"pending"}', 3, 1, "placed")
-        body = webhooks.message("order.placed", change.order, time.time())
+        change = Change('{"id":1,"complete":false,"status":"pending"}', 3, 1, "placed")
+        body = webhooks.message("order.placed", change.data, time.time())
         headers = webhooks.signed_headers(endpoint, webhooks.webhook_id(change), body,
                                           time.time())
         while True:

@@ -281,6 +281,25 @@ def test_an_endpoint_is_added_its_secret_shown_once_and_its_test_message_signed_
     assert not any("whsec_" in e.detail or "/hooks" in e.detail for e in entries)
 
 
+def test_the_pets_types_are_offered_and_an_endpoint_takes_them(
+        signed_in: Visitor, store: Store) -> None:
+    """D39: the add form offers every type, the pets' with the orders'; an endpoint added
+    with pet types lists them, and one with none says it gets every order's change."""
+    page = signed_in.get("/console/webhooks").text
+    offered = re.findall(r'name="types" value="([^"]+)"', page)
+    assert offered == list(webhooks.TYPES) and "pet.out_of_stock" in offered
+    assert "a pet's are sent only where ticked" in page
+    added = _add(signed_in, "http://127.0.0.1:9/shop", ["pet.back_in_stock",
+                                                        "pet.out_of_stock"])
+    assert added.status_code == 200
+    assert "the changes of the types pet.out_of_stock, pet.back_in_stock are sent" in added.text
+    plain = _endpoint(store, "http://127.0.0.1:9/plain")
+    listed = signed_in.get("/console/webhooks").text
+    (endpoint, _) = _endpoints(store)
+    assert cell(_row(listed, endpoint.id), "types") == "pet.out_of_stock, pet.back_in_stock"
+    assert cell(_row(listed, plain), "types") == "every order&#39;s"
+
+
 def test_an_add_sent_again_adds_one_endpoint_and_shows_the_secret_that_signs(
         signed_in: Visitor, store: Store) -> None:
     signed_in.get("/console/webhooks")

@@ -33,12 +33,14 @@ OPENAPI = ROOT / "openapi"
 RELEASED_V1 = OPENAPI / "released" / "petstore-v1-1.0.0.yaml"
 RELEASED_V2 = OPENAPI / "released" / "petstore-v2-2.0.0.yaml"
 RELEASED_CATALOGUE = OPENAPI / "released" / "petstore-v2-2.4.0.yaml"  # D32-D34
+RELEASED_PET_FEED = OPENAPI / "released" / "petstore-v2-2.5.0.yaml"  # D39
 BIN = Path(sys.executable).parent
 PACKAGES = itertools.count()
 MODULES = ("client", "models", "api.orders.list_orders", "api.orders.cancel_order")
 V2_MODULES = ("api.orders.get_order",)
 CATALOGUE_MODULES = ("api.orders.place_order", "api.pets.add_pet", "api.pets.get_pet",
                      "api.pets.get_inventory")
+FEED_MODULES = ("api.changes.list_order_changes", "api.changes.list_pet_changes")
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,11 @@ class Source:
     def catalogue(self) -> bool:
         """Whether the document has the catalogue (v2 from 2.4.0 on)."""
         return self.version == "v2" and self.file != RELEASED_V2
+
+    @property
+    def pet_feed(self) -> bool:
+        """Whether the document has the feed of changed pets (v2 from 2.5.0 on)."""
+        return self.catalogue and self.file != RELEASED_CATALOGUE
 
 
 V1_SOURCES = [Source("v1", RELEASED_V1), Source("v1", OPENAPI / "petstore-v1.yaml"),
@@ -91,7 +98,8 @@ def generate(source: Source, server: Server, folder: Path) -> dict[str, ModuleTy
     sys.path.insert(0, str(folder))
     try:
         wanted = [*MODULES, *(V2_MODULES if source.version == "v2" else ()),
-                  *(CATALOGUE_MODULES if source.catalogue else ())]
+                  *(CATALOGUE_MODULES if source.catalogue else ()),
+                  *(FEED_MODULES if source.pet_feed else ())]
         return {name: importlib.import_module(f"{package}.{name}") for name in wanted}
     finally:
         sys.path.remove(str(folder))
@@ -255,3 +263,44 @@ def test_a_v2_client_adds_a_pet_orders_it_out_of_stock_and_reads_the_inventory(
     assert (after.stock.on_hand, after.stock.reserved, after.stock.available) == (
         before.parsed.stock.on_hand + 2, before.parsed.stock.reserved + 2,
         before.parsed.stock.available)
+
+
+PET_FEED_SOURCES = [Source("v2", RELEASED_PET_FEED), Source("v2", OPENAPI / "petstore-v2.yaml"),
+                    Source("v2")]
+
+
+@pytest.mark.parametrize("source", PET_FEED_SOURCES, ids=str)
+def test_a_v2_client_follows_both_feeds(source: Source, client_of: Any) -> None:
+    """A storefront's client (D39): it follows the orders' feed and the pets' feed, and
+    sees a pet sold out by an order through the generated models."""
+    made = client_of(source)
+    client = made["session"]
+    order_changes = made["api.changes.list_order_changes"]
+    pet_changes = made["api.changes.list_pet_changes"]
+    add_pet, place_order = made["api.pets.add_pet"], made["api.orders.place_order"]
+
+    orders_first = order_changes.sync_detailed(client=client, limit=1000)
+    assert orders_first.status_code == 200 and generated(orders_first.parsed, made)
+    assert [o.id for o in orders_first.parsed.orders] == [1, 2, 3, 4, 5, 6]
+    pets_first = pet_changes.sync_detailed(client=client, limit=1000)
+    assert pets_first.status_code == 200 and generated(pets_first.parsed, made)
+
+    added = add_pet.sync_detailed(client=client, idempotency_key="pet-1",
+                                  body=_body(add_pet, {"name": "Rex", "stock": 1}))
+    pet_id = added.parsed.id
+    placed = place_order.sync_detailed(
+        client=client, idempotency_key="order-1",
+        body=_body(place_order, {"petId": pet_id, "quantity": 1}))
+    assert placed.status_code == 201
+
+    pets_then = pet_changes.sync_detailed(client=client, after=pets_first.parsed.next_,
+                                          wait=5)
+    assert pets_then.status_code == 200 and generated(pets_then.parsed, made)
+    assert [(p.id, p.available, p.status.value) for p in pets_then.parsed.pets] == [
+        (pet_id, 0, "pending")]
+    orders_then = order_changes.sync_detailed(client=client,
+                                              after=orders_first.parsed.next_)
+    assert [o.id for o in orders_then.parsed.orders] == [placed.parsed.id]
+    stale = pet_changes.sync_detailed(client=client, after=orders_first.parsed.next_)
+    assert stale.status_code == 400 and generated(stale.parsed, made)
+    assert stale.parsed.code == "invalid_request"

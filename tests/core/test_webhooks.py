@@ -12,7 +12,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from app.core import webhooks
 from app.core.errors import InvalidParameter, WebhookUrlNotAllowed
-from app.core.storage.records import OrderChange, WebhookEndpoint
+from app.core.storage.records import Change, WebhookEndpoint
 
 LOOPBACK = webhooks.networks("127.0.0.0/8")
 
@@ -98,8 +98,8 @@ def test_a_message_verifies_with_standardwebhooks_and_both_secrets_during_a_grac
     old, new = webhooks.new_secret(), webhooks.new_secret()
     now = time.time()
     endpoint = _endpoint(secret=new, previous_secret=old, previous_until=now + 60)
-    change = OrderChange('{"id":7,"complete":false,"status":"shipped"}', 12, 7, "shipped")
-    body = webhooks.message(webhooks.message_type(change), change.order, now)
+    change = Change('{"id":7,"complete":false,"status":"shipped"}', 12, 7, "shipped")
+    body = webhooks.message(webhooks.message_type(change), change.data, now)
     headers = webhooks.signed_headers(endpoint, webhooks.webhook_id(change), body, now)
     for secret in (old, new):
         verified = Webhook(secret).verify(body, headers)

@@ -233,6 +233,35 @@ def test_a_replay_with_an_edited_cursor_is_400_and_without_one_starts_over(
     assert first["data"]["id"] == 1 and first["type"] == "order.changed"  # an import
 
 
+def test_an_endpoint_chooses_pet_types_and_replays_from_a_cursor_of_the_pets_feed(
+        client: Any, auth: dict[str, str], receiver: Receiver, store: Store) -> None:
+    """D39: the pets' types are chosen as the orders' are (all twelve at once at most), and
+    a replay takes a cursor of either feed: from the pets' one, the pets changed after it
+    come again, and the orders of later positions."""
+    every = ["order.placed", "order.shipped", "order.completed", "order.cancelled",
+             "order.changed", "pet.created", "pet.updated", "pet.withdrawn", "pet.restored",
+             "pet.out_of_stock", "pet.back_in_stock", "pet.changed"]
+    created = _create(client, auth, receiver.url, types=list(reversed(every)))
+    assert created.status_code == 201, created.text
+    assert created.json()["types"] == every
+    assert_error(_create(client, auth, receiver.url, types=[*every, "pet.created"]), 400,
+                 "invalid_request")
+    assert_error(_create(client, auth, receiver.url, types=["pet.deleted"]), 400,
+                 "invalid_request")
+
+    store.import_pets([{"id": 1, "name": "Rex"}, {"id": 2, "name": "Tom"}])
+    got = receiver.wait_until(lambda got: len(got) == 2)
+    assert [(r.message["type"], r.message["data"]["id"]) for r in got] == [
+        ("pet.created", 1), ("pet.created", 2)]
+    page = client.get("/v2/pet-changes", params={"limit": 1}, headers=auth).json()
+    assert [p["id"] for p in page["pets"]] == [1]
+    replay = f"{ENDPOINTS}/{created.json()['id']}/replay"
+    assert client.post(replay, json={"after": page["next"]}, headers=auth).status_code == 202
+    again = receiver.wait_until(lambda got: len(got) == 3)[-1]
+    assert (again.message["type"], again.message["data"]["id"]) == ("pet.created", 2)
+    assert again.id == got[1].id  # the same change: the same webhook-id
+
+
 def test_metrics_show_attempts_by_outcome_and_endpoints_by_state(
         loopback: Settings, store: Store, receiver: Receiver) -> None:
     from tests.web.test_metrics import sample

@@ -20,11 +20,12 @@ from app.core.storage.day_statements import DaysStore
 from app.core.storage.records import (
     ApiKey,
     Attempted,
+    Change,
     Changes,
-    OrderChange,
     OrderQuery,
     PetQuery,
     PetWrite,
+    Place,
     Placed,
     Position,
     Transition,
@@ -71,6 +72,12 @@ class Store(ConsoleStore, DaysStore, StoryStore, Protocol):
         """Up to limit orders changed after the position (position, id), or from the
         beginning, in the order of their last change (D26), with the revision and the
         eras, all read in one snapshot."""
+        ...
+
+    def pet_changes(self, after: tuple[int, int] | None, limit: int) -> Changes:
+        """Up to limit pets changed after the position (position, id), or from the
+        beginning, in the order of their last change (D39), each as getPet answers it,
+        with the revision and the eras, all read in one snapshot."""
         ...
 
     def begin_era(self, era: str) -> int:
@@ -315,9 +322,9 @@ class Store(ConsoleStore, DaysStore, StoryStore, Protocol):
 
     def create_webhook_endpoint(self, *, api_key_id: int | None, url: str,
                                 types: Sequence[str], description: str, secret: str,
-                                position: int, order_id: int, now: str,
+                                place: Place, now: str,
                                 at_most: int | None = None) -> WebhookEndpoint:
-        """Store a new endpoint, enabled, at that place in the feed, and return it; with
+        """Store a new endpoint, enabled, at that place in the feeds, and return it; with
         at_most, only while its key has fewer than that, however many are created at once
         (else WebhookEndpointLimitReached)."""
         ...
@@ -349,9 +356,9 @@ class Store(ConsoleStore, DaysStore, StoryStore, Protocol):
         """Give the endpoint's lease up, if owner holds it."""
         ...
 
-    def webhook_delivered(self, endpoint_id: int, owner: str, position: int,
-                          order_id: int, since: tuple[int, int] | None = None) -> bool:
-        """Move the endpoint's place in the feed forward to (position, order_id) and clear
+    def webhook_delivered(self, endpoint_id: int, owner: str, place: Place,
+                          since: Place | None = None) -> bool:
+        """Move the endpoint's place in the feeds forward to the place and clear
         its retry state, while owner holds its lease (and its place is still since, if
         given); whether it did."""
         ...
@@ -369,9 +376,10 @@ class Store(ConsoleStore, DaysStore, StoryStore, Protocol):
         the endpoint as it is after, or None where owner no longer held it."""
         ...
 
-    def order_changes_after(self, after: tuple[int, int], limit: int) -> list[OrderChange]:
-        """Up to limit orders changed after the feed position, in the order of their last
-        change, each with the kind of that change."""
+    def changes_after(self, place: Place, limit: int) -> list[Change]:
+        """Up to limit changes of orders and pets after the place, in the order of their
+        last change (at one position, orders before pets), each with the kind of that
+        change."""
         ...
 
     def record_webhook_attempt(self, *, endpoint_id: int, webhook_id: str, type: str,

@@ -291,11 +291,11 @@ class PostgresStore(SqlStore, StockStatements, WebhookStatements, ConsoleStateme
         return int(row[0]), self._pages(conn, page_size)
 
     @_translate_errors
-    def order_changes(self, after: tuple[int, int] | None, limit: int) -> Changes:
-        """Up to limit orders changed after the position (position, id), in the order of
-        their last change, with the revision and the eras, in one statement (one
+    def _changes(self, after: tuple[int, int] | None, limit: int, of: str) -> Changes:
+        """Up to limit orders or pets changed after the position (position, id), in the
+        order of their last change, with the revision and the eras, in one statement (one
         snapshot)."""
-        page, params = self._changes_page(after)
+        page, params = self._changes_page(after, of)
         rows = self._all(
             "SELECT r.value, (SELECT string_agg(first_position || ' ' || era, ',' ORDER BY "
             f"first_position) FROM feed_eras), p.* FROM revision r LEFT JOIN LATERAL ({page})"

@@ -14,6 +14,7 @@ from app.core.storage.console_statements import (
     CONSOLE_SCHEMA,
 )
 from app.core.storage.day_statements import ADD_TO_DAY, DAYS_FILLED, DAYS_SCHEMA
+from app.core.storage.pet_feed_statements import PET_CHANGE_KIND, PET_FEED_SCHEMA
 from app.core.storage.statements import (
     FEED_SCHEMA,
     IDEMPOTENCY_KEYS,
@@ -540,5 +541,23 @@ MIGRATIONS: tuple[str, ...] = (
     _DAYS,
     # 17: the console users' recovery codes, as digests (D38).
     ";\n".join(CONSOLE_RECOVERY_SCHEMA),
+    # 18: the feed of changed pets (D39): each pet's position and the kind of its last
+    # change, given to every row an INSERT or UPDATE of pets writes, whoever writes it (an
+    # order's statement trigger too), before the row is stored: the transaction's
+    # position (take_revision, migration 10: the revision's row locked until it ends, so
+    # positions are given in commit order) and PET_CHANGE_KIND ("created" for a new pet).
+    ";\n".join(PET_FEED_SCHEMA) + """;
+    CREATE FUNCTION pet_takes_position() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        NEW.position := take_revision();
+        IF TG_OP = 'INSERT' THEN
+            NEW.last_change := 'created';
+        ELSE
+            NEW.last_change := """ + PET_CHANGE_KIND + """;
+        END IF;
+        RETURN NEW;
+    END $$;
+    CREATE TRIGGER pets_take_position BEFORE INSERT OR UPDATE ON pets
+        FOR EACH ROW EXECUTE FUNCTION pet_takes_position()""",
 )
 SCHEMA_VERSION = len(MIGRATIONS)

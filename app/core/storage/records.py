@@ -187,12 +187,14 @@ class WebhookEndpoint:
     """A URL that every change of an order is pushed to (D28), as stored.
 
     api_key_id is the key that made it (None for one the operator added). types is the
-    message types it asked for (empty: all). (position, order_id) is where it is in the
-    feed: every change up to it has been delivered. lease_owner holds it until lease_until
-    (a Unix time): one deliverer across all workers and hosts. attempt is how many times
-    the change after its position has failed, and next_attempt_at (a Unix time) when it is
-    tried again. The secret signs; previous_secret too, until previous_until (a Unix time),
-    after a rotation."""
+    message types it asked for (empty: every order's type, D39). Its place (position,
+    place_of, order_id) is where it is in the feeds of orders and pets at once: every
+    change up to it has been delivered, the orders of a position before its pets
+    (place_of "order", order_id an order's id; or "pet", order_id a pet's id).
+    lease_owner holds it until lease_until (a Unix time): one deliverer across all
+    workers and hosts. attempt is how many times the change after its place has failed,
+    and next_attempt_at (a Unix time) when it is tried again. The secret signs;
+    previous_secret too, until previous_until (a Unix time), after a rotation."""
 
     id: int
     api_key_id: int | None
@@ -211,6 +213,12 @@ class WebhookEndpoint:
     attempt: int
     next_attempt_at: float | None
     created_at: str
+    place_of: str = "order"
+
+    @property
+    def place(self) -> Place:
+        """Where the endpoint is in the feeds (see above)."""
+        return self.position, self.place_of, self.order_id
 
 
 @dataclass(frozen=True)
@@ -241,18 +249,32 @@ class Attempted:
     they are."""
 
     record: dict[str, Any]
-    delivered: tuple[int, int] | None = None
+    delivered: Place | None = None
     next_attempt_at: float | None = None
     disabled_reason: str | None = None
-    since: tuple[int, int] | None = None
+    since: Place | None = None
+
+
+# A place in the feeds of orders and pets at once, as a webhook endpoint holds it:
+# (position, "order" or "pet", id). Places compare as tuples: at one position the orders
+# ("order") come before the pets ("pet").
+Place = tuple[int, str, int]
 
 
 @dataclass(frozen=True)
-class OrderChange:
-    """The last change of an order as the feed holds it: the order's JSON, its position,
-    its id and the kind of that change (placed, shipped, completed, cancelled, changed)."""
+class Change:
+    """The last change of an order (of "order") or a pet (of "pet") as its feed holds it:
+    its JSON, its position, its id and the kind of that change (an order's: placed,
+    shipped, completed, cancelled, changed; a pet's: created, updated, withdrawn,
+    restored, out_of_stock, back_in_stock, changed)."""
 
-    order: str
+    data: str
     position: int
-    order_id: int
+    item_id: int
     kind: str
+    of: str = "order"
+
+    @property
+    def place(self) -> Place:
+        """The place an endpoint moves to once this change is delivered."""
+        return self.position, self.of, self.item_id

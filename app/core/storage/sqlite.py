@@ -241,10 +241,11 @@ class SQLiteStore(SQLiteStock, SqlStore, StockStatements, WebhookStatements,
         return revision, self._pages(conn, page_size)
 
     @_translate_errors
-    def order_changes(self, after: tuple[int, int] | None, limit: int) -> Changes:
-        """Up to limit orders changed after the position (position, id), in the order of
-        their last change, with the revision and the eras, in one read transaction."""
-        sql, params = self._changes_page(after)
+    def _changes(self, after: tuple[int, int] | None, limit: int, of: str) -> Changes:
+        """Up to limit orders or pets changed after the position (position, id), in the
+        order of their last change, with the revision and the eras, in one read
+        transaction."""
+        sql, params = self._changes_page(after, of)
         db = self.db
         db.execute("BEGIN")
         try:

@@ -16,7 +16,7 @@ from app.core.storage.console_statements import (
     CONSOLE_SCHEMA,
 )
 from app.core.storage.day_statements import ADD_TO_DAY, DAYS_FILLED, DAYS_SCHEMA
-from app.core.storage.sqlite_stock import add_stock_v10
+from app.core.storage.sqlite_stock import add_pet_feed_v18, add_stock_v10
 from app.core.storage.statements import (
     FEED_SCHEMA,
     IDEMPOTENCY_KEYS,
@@ -248,5 +248,6 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _add_order_story_v15,
     _add_order_days_v16,
     _add_console_recovery_codes_v17,
+    add_pet_feed_v18,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -13,6 +13,7 @@ from typing import Any
 import sqlite_utils
 
 from app.core.errors import DuplicatePet, StockBelowReserved, StoreUnavailable
+from app.core.storage.pet_feed_statements import PET_CHANGE_KIND, PET_FEED_SCHEMA
 from app.core.storage.records import ORDER_STATUSES
 from app.core.storage.stock_statements import (
     INVENTORY_COLUMNS,
@@ -148,6 +149,38 @@ def add_stock_v10(db: sqlite_utils.Database) -> None:
     db.execute(f"""
         CREATE TRIGGER pets_delete_counts_stock AFTER DELETE ON pets FOR EACH ROW BEGIN
             UPDATE revision SET value = value + 1, {_stock_counts("-OLD")};
+        END""")
+
+
+def add_pet_feed_v18(db: sqlite_utils.Database) -> None:
+    """The feed of changed pets (D39): each pet's position and the kind of its last
+    change. Any UPDATE of a pet, whoever makes it (the API, an order's trigger, the
+    console, an import, a hand edit), raises the revision and gives the pet that value with
+    the kind (PET_CHANGE_KIND), in its transaction (SQLite's write lock makes that commit
+    order); its version is raised too when the UPDATE left it as it was (the trigger it
+    replaces, pets_update_raises_version). An UPDATE that sets the position itself is
+    the nested one, and takes none. A new pet takes its position in the trigger that
+    counts its stock, the kind "created"."""
+    db.execute("DROP TRIGGER pets_update_raises_version")
+    db.execute("DROP TRIGGER pets_insert_counts_stock")
+    for statement in PET_FEED_SCHEMA:
+        db.execute(statement)
+    db.execute(f"""
+        CREATE TRIGGER pets_update_takes_position AFTER UPDATE ON pets FOR EACH ROW
+        WHEN NEW.position = OLD.position BEGIN
+            UPDATE revision SET value = value + 1;
+            UPDATE pets SET position = (SELECT value FROM revision),
+                version = CASE WHEN NEW.version = OLD.version THEN OLD.version + 1
+                               ELSE NEW.version END,
+                last_change = {PET_CHANGE_KIND} WHERE id = NEW.id;
+        END""")
+    db.execute(f"""
+        CREATE TRIGGER pets_insert_counts_stock AFTER INSERT ON pets FOR EACH ROW BEGIN
+            UPDATE revision SET value = value + 1, {_stock_counts("NEW")};
+            UPDATE pets SET reserved = ({HELD_BY_NEW}),
+                version = version + (reserved <> ({HELD_BY_NEW})),
+                position = (SELECT value FROM revision), last_change = 'created'
+                WHERE id = NEW.id;
         END""")
 
 

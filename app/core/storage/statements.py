@@ -22,6 +22,7 @@ from app.core.storage.records import (
     KEY_FIELDS,
     ORDER_STATUSES,
     ApiKey,
+    Changes,
     OrderMove,
     OrderQuery,
     Placed,
@@ -146,12 +147,18 @@ class SqlStore:
     """The driver's placeholder for a parameter."""
     ORDER_JSON: ClassVar[str]
     """An SQL expression: one order's JSON, as list_orders gives it, built by the database."""
+    PET_JSON: ClassVar[str]
+    """An SQL expression: one pet's JSON, as getPet answers it (stock_statements)."""
     TRUE: ClassVar[str]
     FALSE: ClassVar[str]
     """The dialect's literals of the complete column (1 and 0, or true and false)."""
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Every row the query gives."""
+        raise NotImplementedError
+
+    def _changes(self, after: tuple[int, int] | None, limit: int, of: str) -> Changes:
+        """A page of the feed of orders or of pets, read in one snapshot."""
         raise NotImplementedError
 
     def _transition(self, move: OrderMove) -> Transition:
@@ -281,13 +288,28 @@ class SqlStore:
                 break
         return rows
 
-    def _changes_page(self, after: tuple[int, int] | None) -> tuple[str, tuple[Any, ...]]:
-        """The SELECT of a feed page after a position (its limit the last parameter), and
-        its parameters but the limit: a range of the (position, id) index."""
+    def _changes_page(self, after: tuple[int, int] | None,
+                      of: str = "orders") -> tuple[str, tuple[Any, ...]]:
+        """The SELECT of a page of a feed (of "orders", D26, or "pets", D39) after a
+        position (its limit the last parameter), and its parameters but the limit: a range
+        of the table's (position, id) index."""
         p = self.PARAM
         where = f" WHERE (position, id) > ({p}, {p})" if after else ""
-        return (f"SELECT {self.ORDER_JSON}, position, id FROM orders{where} "
+        json = self.ORDER_JSON if of == "orders" else self.PET_JSON
+        return (f"SELECT {json}, position, id FROM {of}{where} "
                 f"ORDER BY position, id LIMIT {p}", after or ())
+
+    def order_changes(self, after: tuple[int, int] | None, limit: int) -> Changes:
+        """Up to limit orders changed after the position (position, id), or from the
+        beginning, in the order of their last change (D26), with the revision and the eras,
+        all read in one snapshot."""
+        return self._changes(after, limit, "orders")
+
+    def pet_changes(self, after: tuple[int, int] | None, limit: int) -> Changes:
+        """Up to limit pets changed after the position (position, id), or from the
+        beginning, in the order of their last change (D39), with the revision and the eras,
+        all read in one snapshot."""
+        return self._changes(after, limit, "pets")
 
     def revision(self) -> int:
         """A number that every change to the orders raises, from any process or host."""

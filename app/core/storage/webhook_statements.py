@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from app.core.errors import WebhookEndpointLimitReached
-from app.core.storage.records import Attempted, OrderChange, WebhookAttempt, WebhookEndpoint
+from app.core.storage.records import Attempted, Change, Place, WebhookAttempt, WebhookEndpoint
 
 # D28 (migration 9 of both stores): webhooks. Each order records the kind of its last
 # change (placed, shipped, completed, cancelled; "changed" for any other: an import, a
@@ -55,13 +55,13 @@ WEBHOOK_SCHEMA = (
 )
 ENDPOINT_COLUMNS = ("id, api_key_id, url, types, description, enabled, disabled_reason, "
                     "secret, previous_secret, previous_until, position, order_id, "
-                    "lease_owner, lease_until, attempt, next_attempt_at, created_at")
+                    "lease_owner, lease_until, attempt, next_attempt_at, created_at, place_of")
 ATTEMPT_COLUMNS = ("id, endpoint_id, webhook_id, type, attempt, status, duration_ms, "
                    "response, error, attempted_at")
 # What update_webhook_endpoint may set, and nothing else.
 ENDPOINT_EDITABLE = frozenset({"url", "types", "description", "enabled", "disabled_reason",
                                "secret", "previous_secret", "previous_until", "position",
-                               "order_id", "attempt", "next_attempt_at"})
+                               "place_of", "order_id", "attempt", "next_attempt_at"})
 
 
 def endpoint_of(row: tuple[Any, ...]) -> WebhookEndpoint:
@@ -93,6 +93,7 @@ class WebhookStatements:
     SKIP_LOCKED: ClassVar[str]
     KEY_LOCK: ClassVar[str | None]
     ORDER_JSON: ClassVar[str]
+    PET_JSON: ClassVar[str]
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         raise NotImplementedError
@@ -108,27 +109,26 @@ class WebhookStatements:
 
     def create_webhook_endpoint(self, *, api_key_id: int | None, url: str,
                                 types: Sequence[str], description: str, secret: str,
-                                position: int, order_id: int, now: str,
+                                place: Place, now: str,
                                 at_most: int | None = None) -> WebhookEndpoint:
         """Store a new endpoint, enabled, at that place in the feed, and return it; with
         at_most, only while its key has fewer endpoints than that (else
         WebhookEndpointLimitReached), counted and added in one transaction in which the
         key's creates take turns, so that concurrent creates never pass the limit."""
         p = self.PARAM
-        values = (api_key_id, url, ",".join(types), description, secret, position, order_id,
-                  now)
+        values = (api_key_id, url, ",".join(types), description, secret, *place, now)
         insert = ("INSERT INTO webhook_endpoints (api_key_id, url, types, description, "
-                  "secret, position, order_id, created_at) ")
+                  "secret, position, place_of, order_id, created_at) ")
         if at_most is None or api_key_id is None:
             rows = self._write_rows(
-                f"{insert}VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}) "
+                f"{insert}VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}) "
                 f"RETURNING {ENDPOINT_COLUMNS}", values)
             return endpoint_of(rows[0])
         statements: list[tuple[str, tuple[Any, ...]]] = []
         if self.KEY_LOCK is not None:
             statements.append((self.KEY_LOCK, (api_key_id,)))
         statements.append((
-            f"{insert}SELECT {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p} WHERE (SELECT count(*) "
+            f"{insert}SELECT {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p} WHERE (SELECT count(*) "
             f"FROM webhook_endpoints WHERE api_key_id = {p}) < {p} "
             f"RETURNING {ENDPOINT_COLUMNS}", (*values, api_key_id, at_most)))
         rows = self._write_batch(statements)[-1]
@@ -198,24 +198,27 @@ class WebhookStatements:
                          f"WHERE id = {p} AND lease_owner = {p} RETURNING id",
                          (endpoint_id, owner))
 
-    def _still_at(self, since: tuple[int, int] | None) -> tuple[str, tuple[Any, ...]]:
+    def _still_at(self, since: Place | None) -> tuple[str, tuple[Any, ...]]:
         """A condition that the endpoint's place is still since (none without it): a
         replay that moved it while an attempt was in flight is not undone by its record."""
         if since is None:
             return "", ()
-        return f" AND position = {self.PARAM} AND order_id = {self.PARAM}", since
+        p = self.PARAM
+        return f" AND position = {p} AND place_of = {p} AND order_id = {p}", since
 
-    def _delivered(self, endpoint_id: int, owner: str, position: int, order_id: int,
-                   since: tuple[int, int] | None = None) -> tuple[str, tuple[Any, ...]]:
+    def _delivered(self, endpoint_id: int, owner: str, place: Place,
+                   since: Place | None = None) -> tuple[str, tuple[Any, ...]]:
         p = self.PARAM
         still, at = self._still_at(since)
-        return (f"UPDATE webhook_endpoints SET position = {p}, order_id = {p}, attempt = 0, "
-                f"next_attempt_at = NULL WHERE id = {p} AND lease_owner = {p} "
-                f"AND (position, order_id) < ({p}, {p}){still} RETURNING {ENDPOINT_COLUMNS}",
-                (position, order_id, endpoint_id, owner, position, order_id, *at))
+        # "order" sorts before "pet" as text, as Place's tuples do.
+        return (f"UPDATE webhook_endpoints SET position = {p}, place_of = {p}, order_id = {p}, "
+                f"attempt = 0, next_attempt_at = NULL WHERE id = {p} AND lease_owner = {p} "
+                f"AND (position, place_of, order_id) < ({p}, {p}, {p}){still} "
+                f"RETURNING {ENDPOINT_COLUMNS}",
+                (*place, endpoint_id, owner, *place, *at))
 
     def _failed(self, endpoint_id: int, owner: str, attempt: int, next_attempt_at: float | None,
-                disabled_reason: str | None, since: tuple[int, int] | None = None
+                disabled_reason: str | None, since: Place | None = None
                 ) -> tuple[str, tuple[Any, ...]]:
         p = self.PARAM
         enabled = "0" if disabled_reason else "enabled"
@@ -236,14 +239,13 @@ class WebhookStatements:
                 (endpoint_id, webhook_id, type, attempt, status, duration_ms, response, error,
                  now))
 
-    def webhook_delivered(self, endpoint_id: int, owner: str, position: int,
-                          order_id: int, since: tuple[int, int] | None = None) -> bool:
-        """The change at (position, order_id) reached the endpoint (or it need not): move
-        its place in the feed there, forward only, and clear its retry state; only while
-        owner holds its lease, and with since, only while its place is still there.
-        Whether it did."""
-        return bool(self._write_rows(*self._delivered(endpoint_id, owner, position, order_id,
-                                                      since)))
+    def webhook_delivered(self, endpoint_id: int, owner: str, place: Place,
+                          since: Place | None = None) -> bool:
+        """The change at the place reached the endpoint (or it need not): move its place
+        in the feeds there, forward only, and clear its retry state; only while owner
+        holds its lease, and with since, only while its place is still there. Whether it
+        did."""
+        return bool(self._write_rows(*self._delivered(endpoint_id, owner, place, since)))
 
     def webhook_failed(self, endpoint_id: int, owner: str, attempt: int,
                        next_attempt_at: float | None, disabled_reason: str | None) -> bool:
@@ -265,22 +267,34 @@ class WebhookStatements:
             endpoint_id = done.record["endpoint_id"]
             statements.append(self._attempt(**done.record))
             statements.append(
-                self._delivered(endpoint_id, owner, *done.delivered, done.since)
+                self._delivered(endpoint_id, owner, done.delivered, done.since)
                 if done.delivered else
                 self._failed(endpoint_id, owner, done.record["attempt"],
                              done.next_attempt_at, done.disabled_reason, done.since))
         results = self._write_batch(statements)
         return [endpoint_of(rows[0]) if rows else None for rows in results[1::2]]
 
-    def order_changes_after(self, after: tuple[int, int], limit: int) -> list[OrderChange]:
-        """Up to limit orders changed after the feed position (position, id), in the order
-        of their last change (D26), each with the kind of that change (D28)."""
+    def changes_after(self, place: Place, limit: int) -> list[Change]:
+        """Up to limit changes of orders and pets after the place, in the order of their
+        last change (D26, D39; at one position, orders before pets), each with the kind of
+        that change (D28): up to limit of each feed, each a range of its (position, id)
+        index, merged."""
         p = self.PARAM
-        rows = self._rows(
+        position, of, item_id = place
+        # The orders after the place: past its order at its position, or past its position
+        # when it is among the pets already; the pets: from its position on, or past its
+        # pet there.
+        orders, pets = ((f"(position, id) > ({p}, {p})", (position, item_id)),
+                        (f"position >= {p}", (position,))) if of == "order" else (
+                        (f"position > {p}", (position,)),
+                        (f"(position, id) > ({p}, {p})", (position, item_id)))
+        found = [Change(str(r[0]), int(r[1]), int(r[2]), str(r[3]), "order") for r in self._rows(
             f"SELECT {self.ORDER_JSON}, position, id, last_change FROM orders "
-            f"WHERE (position, id) > ({p}, {p}) ORDER BY position, id LIMIT {p}",
-            (*after, limit))
-        return [OrderChange(str(r[0]), int(r[1]), int(r[2]), str(r[3])) for r in rows]
+            f"WHERE {orders[0]} ORDER BY position, id LIMIT {p}", (*orders[1], limit))]
+        found += [Change(str(r[0]), int(r[1]), int(r[2]), str(r[3]), "pet") for r in self._rows(
+            f"SELECT {self.PET_JSON}, position, id, last_change FROM pets "
+            f"WHERE {pets[0]} ORDER BY position, id LIMIT {p}", (*pets[1], limit))]
+        return sorted(found, key=lambda change: change.place)[:limit]
 
     def record_webhook_attempt(self, *, endpoint_id: int, webhook_id: str, type: str,
                                attempt: int, status: int | None, duration_ms: float,

@@ -430,12 +430,12 @@ def test_a_pet_s_change_puts_nothing_in_the_feed_of_orders(shop: Store) -> None:
     shop.withdraw_pet(2)
     shop.import_pets([{"id": 3, "name": "Kit", "stock": 1}])
     later = feed.changes(shop, first.next)
-    assert later.orders == [] and later.next == first.next
+    assert later.items == [] and later.next == first.next
     assert later.revision > first.revision
-    assert shop.order_changes_after((-1, 0), 10) == []
+    assert [change.of for change in shop.changes_after((-1, "order", 0), 10)] == ["pet"] * 3
     order_id = order_for(shop, 3, 1, "a")  # an order's change is there, once
     changed = feed.changes(shop, first.next)
-    assert [orjson.loads(text)["id"] for text in changed.orders] == [order_id]
+    assert [orjson.loads(text)["id"] for text in changed.items] == [order_id]
 
 
 def test_the_list_filters_on_every_store(store: Store) -> None:

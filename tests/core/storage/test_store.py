@@ -86,7 +86,7 @@ def test_both_stores_have_the_same_schema_and_migrations(store: Store, place: Pl
                    "cancelled_at", "cancelled_by", "version", "position", "last_change",
                    "cancelled_by_user"],
         "pets": ["id", "name", "category", "tags", "photo_urls", "stock", "reserved",
-                 "withdrawn", "version"],
+                 "withdrawn", "version", "position", "last_change"],
         "revision": ["id", "value", "pending_units", "shipped_units", "cancelled_units",
                      "stock_on_hand", "stock_reserved", "stock_available",
                      "pending_orders"],
@@ -96,7 +96,8 @@ def test_both_stores_have_the_same_schema_and_migrations(store: Store, place: Pl
         "webhook_endpoints": ["id", "api_key_id", "url", "types", "description", "enabled",
                               "disabled_reason", "secret", "previous_secret",
                               "previous_until", "position", "order_id", "lease_owner",
-                              "lease_until", "attempt", "next_attempt_at", "created_at"],
+                              "lease_until", "attempt", "next_attempt_at", "created_at",
+                              "place_of"],
     }
 
 

@@ -18,32 +18,32 @@ NOW = "2026-11-24T10:00:00Z"
 
 def _endpoint(store: Store, key_id: int | None = None, url: str = "https://example.com/h"):
     return store.create_webhook_endpoint(api_key_id=key_id, url=url, types=("order.shipped",),
-                                         description="d", secret="whsec_x", position=0,
-                                         order_id=0, now=NOW)
+                                         description="d", secret="whsec_x",
+                                         place=(0, "order", 0), now=NOW)
 
 
 def test_each_change_records_its_kind_whoever_makes_it(store: Store, place: Place) -> None:
     store.import_orders([{"id": 1, "petId": 1, "quantity": 1}])
-    kinds = {c.order_id: c.kind for c in store.order_changes_after((-1, 0), 100)}
+    kinds = {c.item_id: c.kind for c in store.changes_after((-1, "order", 0), 100)}
     assert kinds[1] == "changed"  # an import
     orders.ship(store, 1, NOW)
     orders.complete(store, 1)
-    changes = store.order_changes_after((-1, 0), 100)
-    assert [(c.order_id, c.kind) for c in changes if c.order_id == 1] == [(1, "completed")]
+    changes = store.changes_after((-1, "order", 0), 100)
+    assert [(c.item_id, c.kind) for c in changes if c.item_id == 1] == [(1, "completed")]
     store.import_orders([{"id": 3, "petId": 1, "quantity": 1}])
     orders.cancel(store, 3, None)
-    assert store.order_changes_after((-1, 0), 100)[-1].kind == "cancelled"
+    assert store.changes_after((-1, "order", 0), 100)[-1].kind == "cancelled"
     place.sql("UPDATE orders SET quantity = 5 WHERE id = 3")  # a hand edit
-    last = store.order_changes_after((-1, 0), 100)[-1]
-    assert (last.order_id, last.kind) == (3, "changed")
+    last = store.changes_after((-1, "order", 0), 100)[-1]
+    assert (last.item_id, last.kind) == (3, "changed")
 
 
 def test_a_placed_order_is_placed(store: Store) -> None:
     key = store.create_key(digest="d" * 64, prefix="p", name="n", plan="free",
                            per_minute=None, per_day=None, now=NOW)
     placed = store.place_order({"petId": 2, "quantity": 1}, key.id, "k", "f", NOW)
-    change = store.order_changes_after((-1, 0), 10)[-1]
-    assert (change.order_id, change.kind) == (placed.order["id"], "placed")
+    change = store.changes_after((-1, "order", 0), 10)[-1]
+    assert (change.item_id, change.kind) == (placed.order["id"], "placed")
     assert webhooks.message_type(change) == "order.placed"
 
 
@@ -80,7 +80,7 @@ def test_a_key_never_passes_its_limit_however_many_create_at_once(store: Store,
         try:
             made.append(claimer.create_webhook_endpoint(
                 api_key_id=7, url="https://example.com/h", types=(), description="",
-                secret="whsec_x", position=0, order_id=0, now=NOW, at_most=16).id)
+                secret="whsec_x", place=(0, "order", 0), now=NOW, at_most=16).id)
         except WebhookEndpointLimitReached as exc:
             refused.append(exc)
 
@@ -135,10 +135,10 @@ def test_a_lease_goes_to_one_owner_until_it_runs_out(store: Store, place: Place)
 def test_a_place_in_the_feed_moves_forward_only_for_the_leaseholder(store: Store) -> None:
     endpoint = _endpoint(store)
     store.claim_webhook_endpoints("me", 0.0, 30.0, 10)
-    assert not store.webhook_delivered(endpoint.id, "someone else", 5, 1)
+    assert not store.webhook_delivered(endpoint.id, "someone else", (5, "order", 1))
     assert store.webhook_failed(endpoint.id, "me", 2, 99.0, None)
-    assert store.webhook_delivered(endpoint.id, "me", 5, 1)
-    assert not store.webhook_delivered(endpoint.id, "me", 4, 9)  # backwards
+    assert store.webhook_delivered(endpoint.id, "me", (5, "order", 1))
+    assert not store.webhook_delivered(endpoint.id, "me", (4, "pet", 9))  # backwards
     moved = store.get_webhook_endpoint(endpoint.id)
     assert moved is not None
     assert (moved.position, moved.order_id, moved.attempt, moved.next_attempt_at) == \
@@ -177,9 +177,9 @@ def test_an_attempt_and_its_consequence_are_one_write(store: Store) -> None:
     assert failing is not None and (failing.attempt, failing.next_attempt_at) == (1, 35.0)
     assert after == failing  # the endpoint as the write left it
     assert store.webhook_attempted("another", [Attempted({**record, "attempt": 2},
-                                                         delivered=(5, 1))]) == [None]
+                                                         delivered=(5, "order", 1))]) == [None]
     (after,) = store.webhook_attempted("me", [Attempted(
-        {**record, "attempt": 2, "status": 204, "error": None}, delivered=(5, 1))])
+        {**record, "attempt": 2, "status": 204, "error": None}, delivered=(5, "order", 1))])
     done = store.get_webhook_endpoint(endpoint.id)
     assert done is not None and (done.position, done.order_id, done.attempt) == (5, 1, 0)
     assert after == done
@@ -191,9 +191,9 @@ def test_an_attempt_begun_before_a_replay_leaves_the_replayed_place(store: Store
     store.claim_webhook_endpoints("me", 0.0, 30.0, 10)
     record = dict(endpoint_id=endpoint.id, webhook_id="msg_1_5", type="order.placed",
                   attempt=1, status=204, duration_ms=3.0, response="", error=None, now=NOW)
-    begun_at = (endpoint.position, endpoint.order_id)  # (0, 0)
+    begun_at = endpoint.place  # (0, "order", 0)
     store.update_webhook_endpoint(endpoint.id, {"position": -1, "order_id": 0})  # a replay
-    delivered = Attempted(record, delivered=(5, 1), since=begun_at)
+    delivered = Attempted(record, delivered=(5, "order", 1), since=begun_at)
     failed = Attempted({**record, "status": 500, "error": "answered 500"},
                        next_attempt_at=99.0, since=begun_at)
     assert store.webhook_attempted("me", [delivered, failed]) == [None, None]
@@ -202,8 +202,9 @@ def test_an_attempt_begun_before_a_replay_leaves_the_replayed_place(store: Store
     assert (after.position, after.order_id, after.attempt, after.next_attempt_at) == \
         (-1, 0, 0, None)  # the replay stands: its changes go next, at once
     assert len(store.webhook_attempts(endpoint.id, None, 10)) == 2  # both are in the log
-    assert not store.webhook_delivered(endpoint.id, "me", 5, 1, since=begun_at)
-    assert store.webhook_delivered(endpoint.id, "me", 5, 1, since=(-1, 0))
+    assert not store.webhook_delivered(endpoint.id, "me", (5, "order", 1), since=begun_at)
+    assert store.webhook_delivered(endpoint.id, "me", (5, "order", 1),
+                                   since=(-1, "order", 0))
 
 
 def test_attempts_of_several_endpoints_are_recorded_in_one_write(store: Store) -> None:
@@ -217,9 +218,9 @@ def test_attempts_of_several_endpoints_are_recorded_in_one_write(store: Store) -
                     error=None if status < 300 else f"answered {status}", now=NOW)
 
     after = store.webhook_attempted("me", [
-        Attempted(record(first.id, 204), delivered=(5, 1)),
+        Attempted(record(first.id, 204), delivered=(5, "order", 1)),
         Attempted(record(second.id, 503), next_attempt_at=40.0),
-        Attempted(record(third.id, 204), delivered=(5, 1))])  # its lease was given up
+        Attempted(record(third.id, 204), delivered=(5, "order", 1))])  # its lease was given up
     assert after[0] is not None and (after[0].position, after[0].order_id) == (5, 1)
     assert after[1] is not None and (after[1].attempt, after[1].next_attempt_at) == (1, 40.0)
     assert after[2] is None

@@ -121,6 +121,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.positions
 	$(BIN)/python -m bench.webhooks
 	$(BIN)/python -m bench.stock
+	$(BIN)/python -m bench.pet_feed
 	$(BIN)/python -m bench.guessing
 	$(BIN)/python -m bench.soak
 	$(BIN)/python -m bench.contract

@@ -7,7 +7,11 @@
   messages; aim: at least 1,000 a second per worker;
 - the service's list of 10 (v2, wrk) alone; while orders change 100 times a second with no
   endpoint; and while those changes go to 10 endpoints (1,000 messages a second). The
-  deliveries' own cost is the last against the second (target: at least 0.8).
+  deliveries' own cost is the last against the second (target: at least 0.8);
+- the same list while the same changes go to 10 endpoints from a deliverer process of its
+  own (`petstore webhooks deliver`, pinned to the worker's core, the worker serving with
+  PETSTORE_WEBHOOKS_ENABLED=false), over a second database of its own, against the
+  worker's own deliverer (issue 59): which of the two this machine serves better.
 
 The receivers are asyncio servers of this process answering 204 on kept-alive connections.
 
@@ -19,7 +23,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import statistics
+import subprocess
 import tempfile
 import threading
 import time
@@ -35,16 +41,18 @@ from app.core.config import Settings
 from app.core.storage import Store, open_store
 from bench.harness import (
     LOAD_CPU,
+    SERVER_CPU,
     Load,
     Process,
     free_port,
     median_load,
+    pinned,
     say,
     server,
     table,
     wrk,
 )
-from bench.quotas import GUNICORN
+from bench.quotas import GUNICORN, PETSTORE
 from bench.v2 import _prepare
 
 LIST = "/v2/store/orders"
@@ -174,14 +182,26 @@ class Writer:
 
 
 @contextmanager
-def _service(database: str, folder: Path) -> Iterator[tuple[int, dict[str, str], Process]]:
+def _service(database: str, folder: Path, own_deliverer: bool = False
+             ) -> Iterator[tuple[int, dict[str, str], Process]]:
+    """One worker over the database, pinned to SERVER_CPU; with own_deliverer, serving
+    with its deliverer off and `petstore webhooks deliver` beside it, on the same core."""
     env, key = _prepare(database, 0, folder)
     auth = {"Authorization": f"Bearer {key}"}
     port = free_port()
     settings = {"PETSTORE_WEBHOOK_ALLOWED_NETWORKS": LOOPBACK,
-                "PETSTORE_RATELIMIT_STORAGE": "memory://", "PETSTORE_LOG_LEVEL": "warning"}
-    with server([*GUNICORN, "--bind", f"127.0.0.1:{port}", "wsgi:app"], {**env, **settings},
-                port, f"{LIST}?limit=10", auth) as process:
+                "PETSTORE_RATELIMIT_STORAGE": "memory://", "PETSTORE_LOG_LEVEL": "warning",
+                **({"PETSTORE_WEBHOOKS_ENABLED": "false"} if own_deliverer else {})}
+    with ExitStack() as stack:
+        process = stack.enter_context(server(
+            [*GUNICORN, "--bind", f"127.0.0.1:{port}", "wsgi:app"], {**env, **settings}, port,
+            f"{LIST}?limit=10", auth))
+        if own_deliverer:
+            deliverer = subprocess.Popen(
+                pinned(SERVER_CPU, [*PETSTORE, "webhooks", "deliver"]),
+                env={**env, **settings}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stack.callback(deliverer.wait, 15)
+            stack.callback(deliverer.send_signal, signal.SIGTERM)
         yield port, auth, process
 
 
@@ -250,6 +270,16 @@ def main() -> None:
         alone: list[Load] = []
         changing: list[Load] = []
         beside: list[Load] = []
+        own_database = str(folder / "own-deliverer.db")
+        own_port, own_auth, own_process = stack.enter_context(
+            _service(own_database, folder, own_deliverer=True))
+        own_store = open_store(Settings(database=own_database))
+        stack.callback(own_store.dispose)
+        own_store.import_orders(_order(i) for i in range(1, 11))
+        own_list = f"http://127.0.0.1:{own_port}{LIST}?limit=10"
+        wrk(own_list, own_auth, 1)
+        own_next = 100
+        separate: list[Load] = []
         for _ in range(args.runs):
             alone.append(wrk(list_of_10, auth, args.seconds, process=process))
             writer = Writer(store, next_id, 100)
@@ -261,6 +291,14 @@ def main() -> None:
             writer.stop()
             next_id = writer.next_id
             _remove(store, ids)
+            # The same changes and endpoints, delivered by a process of their own.
+            writer = Writer(own_store, own_next, 100)
+            ids = _endpoints(own_store, ten.urls())
+            time.sleep(1.5)
+            separate.append(wrk(own_list, own_auth, args.seconds, process=own_process))
+            writer.stop()
+            own_next = writer.next_id
+            _remove(own_store, ids)
         ten.close()
         by_changes = statistics.median(c.rps / a.rps for a, c in zip(alone, changing,
                                                                      strict=True))
@@ -274,6 +312,12 @@ def main() -> None:
                      f"{by_deliveries:.2f}x without endpoints (target >= {LIST_AT_LEAST}: "
                      f"{'ok' if by_deliveries >= LIST_AT_LEAST else 'BELOW TARGET'}); "
                      f"{by_both:.2f}x alone"))
+        by_process = statistics.median(o.rps / b.rps for b, o in zip(beside, separate,
+                                                                     strict=True))
+        rows.append(("SQLite: list of 10, the same from a deliverer process",
+                     median_load(separate),
+                     f"{by_process:.2f}x the worker's own deliverer (the process pinned to "
+                     f"the worker's core)"))
     print("\nWebhooks: medians of rounds")
     print(table(rows))
     print("\n".join(lines))

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -245,6 +246,23 @@ def webhooks_listen(port: int, secret: str) -> None:
     finally:
         server.server_close()
     say("Stopped.")
+
+
+@webhooks_group.command("deliver")
+def webhooks_deliver() -> None:
+    """Deliver webhooks from a process of its own, until Ctrl-C or SIGTERM.
+
+    Each worker of `petstore serve` runs a deliverer on its event loop unless
+    PETSTORE_WEBHOOKS_ENABLED is false; this runs the same deliverer alone (the same
+    settings, leases, retries and order), for an operator who keeps deliveries off the
+    request workers (docs/performance.md measures both). Any number may run, on any hosts
+    sharing the database: each endpoint is delivered to by one at a time. At a stop, a
+    message in flight may finish and the leases are given back.
+    """
+    current_store().migrate()  # a bad setting or database is said here, as serve says it
+    # The deliverer is the HTTP wing's (app.web.deliverer), which the CLI does not import:
+    # it runs as that module's own program, as serve runs gunicorn.
+    os.execv(sys.executable, [sys.executable, "-m", "app.web.deliverer"])
 
 
 def _interrupt(signum: int, frame: Any) -> None:

@@ -32,6 +32,7 @@ import contextlib
 import logging
 import os
 import secrets
+import signal
 import socket
 import time
 from collections.abc import Callable
@@ -39,8 +40,10 @@ from typing import Any, TypeVar
 
 from app.core import metrics, webhooks
 from app.core.config import Settings
+from app.core.logs import configure_logging
 from app.core.orders import format_unix_time
-from app.core.storage import Store
+from app.core.setting_values import redacted
+from app.core.storage import Store, open_store
 from app.core.storage.records import Attempted, Change, Place, WebhookEndpoint
 from app.outbound import Sender
 from app.web.longpoll import RevisionWatch
@@ -336,3 +339,33 @@ def _outcome(outcome: webhooks.Outcome) -> str:
     if outcome.gone:
         return "gone"
     return "refused"
+
+
+def run_alone(settings: Settings) -> None:
+    """A deliverer on an event loop of its own until SIGINT or SIGTERM: `petstore webhooks
+    deliver`, for an operator who serves with PETSTORE_WEBHOOKS_ENABLED=false and keeps the
+    deliveries off the request workers (docs/api/webhooks.md)."""
+    store = open_store(settings)
+
+    async def deliver() -> None:
+        loop = asyncio.get_running_loop()
+        stopping = asyncio.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stopping.set)
+        deliverer = Deliverer(store, settings, RevisionWatch(store))
+        deliverer.start()
+        log.info("delivering webhooks from %s", redacted(settings.database))
+        await stopping.wait()
+        await deliverer.stop()
+        log.info("stopped delivering webhooks")
+
+    try:
+        asyncio.run(deliver())
+    finally:
+        store.dispose()
+
+
+if __name__ == "__main__":
+    settings = Settings.from_env()
+    configure_logging(settings)
+    run_alone(settings)

@@ -100,7 +100,7 @@ def test_a_cancel_records_the_user_and_reaches_the_feed(signed_in: Visitor, stor
                                {"version": _version_of(signed_in.page, 1)})
     assert "Order 1 is cancelled." in signed_in.follow(cancelled).text
     changed = feed.changes(store, after)
-    assert changed.orders == ['{"id":1,"petId":10,"quantity":2,"complete":false,'
+    assert changed.items == ['{"id":1,"petId":10,"quantity":2,"complete":false,'
                               '"status":"cancelled"}']
     owner = store.console_user("owner")
     with sqlite3.connect(settings.database) as db:

@@ -65,8 +65,20 @@ def shop(kind: str, folder: Path, postgres_url: str | None) -> Iterator[tuple[li
     """Two servers' worth of workers over one database, seeded with orders: the servers,
     a store of the test's own over the same database, and a function that runs SQL on it by
     hand."""
+    with two_servers(kind, folder, postgres_url) as (servers, store, by_hand):
+        store.import_orders({"id": i, "petId": i, "quantity": 1} for i in range(1, SEEDED + 1))
+        yield servers, store, by_hand
+
+
+@contextmanager
+def two_servers(kind: str, folder: Path, postgres_url: str | None,
+                **settings: str) -> Iterator[tuple[list[Server], Store, Any]]:
+    """Two servers' worth of workers over one database (two workers of one server over
+    SQLite, two servers over PostgreSQL, as two hosts), with these PETSTORE_* settings: the
+    servers, a store of the test's own over the same database, and a function that runs SQL
+    on it by hand."""
     # Quotas are not what this tests (and two workers would need a shared Redis for them).
-    unmetered = {"ratelimit_enabled": "false"}
+    unmetered = {"ratelimit_enabled": "false", **settings}
     with ExitStack() as stack:
         if kind == "sqlite":
             server = stack.enter_context(serving(folder, "--workers", "2", **unmetered))
@@ -81,7 +93,6 @@ def shop(kind: str, folder: Path, postgres_url: str | None) -> Iterator[tuple[li
                                                            **unmetered)))
         store = open_store(Settings(database=database, busy_timeout_ms=1000))
         stack.callback(store.dispose)
-        store.import_orders({"id": i, "petId": i, "quantity": 1} for i in range(1, SEEDED + 1))
         yield servers, store, _by_hand(kind, database)
 
 
@@ -150,12 +161,15 @@ class Writer(threading.Thread):
 
 
 class Reader(threading.Thread):
-    """Keeps a mirror by following the feed with `wait`, over the servers in turn, in
-    small pages, until told to stop and caught up."""
+    """Keeps a mirror by following a feed (the orders', or another: its path and the member
+    its pages hold) with `wait`, over the servers in turn, in small pages, until told to
+    stop and caught up."""
 
-    def __init__(self, servers: list[Server], auth: dict[str, str]) -> None:
+    def __init__(self, servers: list[Server], auth: dict[str, str], path: str = FEED,
+                 member: str = "orders", limit: int = 25) -> None:
         super().__init__(daemon=True)
         self.servers, self.auth = itertools.cycle(servers), auth
+        self.path, self.member, self.limit = path, member, limit
         self.mirror: dict[int, dict[str, Any]] = {}
         self.pages = 0
         self.stop = threading.Event()
@@ -166,16 +180,34 @@ class Reader(threading.Thread):
             cursor = None
             while True:
                 stopping = self.stop.is_set()
-                page = changes(next(self.servers), self.auth, cursor,
-                               wait=0 if stopping else 2, limit=25)
+                query = {"limit": self.limit, "wait": 0 if stopping else 2,
+                         **({"after": cursor} if cursor else {})}
+                status, page = call(next(self.servers), "GET",
+                                    f"{self.path}?{urlencode(query)}", self.auth)
+                assert status == 200 and page is not None, (status, page)
                 self.pages += 1
-                for order in page["orders"]:
-                    self.mirror[order["id"]] = order
+                for item in page[self.member]:
+                    self.mirror[item["id"]] = item
                 cursor = page["next"]
-                if stopping and len(page["orders"]) < 25:
+                if stopping and len(page[self.member]) < self.limit:
                     return
         except BaseException as exc:
             self.failure = exc
+
+
+def follow_writers(follower: Any, writers: list[Writer]) -> list[str]:
+    """Start the follower (a thread with a stop Event and a failure), run the writers to
+    their end, then stop the follower once it has caught up; what the writers did."""
+    follower.start()
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(240)
+        assert writer.failure is None, writer.failure
+    follower.stop.set()
+    follower.join(60)
+    assert not follower.is_alive() and follower.failure is None, follower.failure
+    return [what for writer in writers for what in writer.made]
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
@@ -185,18 +217,8 @@ def test_a_mirror_kept_by_the_feed_equals_the_store_after_500_changes_by_every_p
     with shop(kind, tmp_path, postgres_url) as (servers, store, by_hand):
         auth = key(servers[0])
         reader = Reader(servers, auth)
-        reader.start()
-        writers = [Writer(f"w{i}", servers[i % len(servers)], auth, store, by_hand, 250)
-                   for i in range(2)]
-        for writer in writers:
-            writer.start()
-        for writer in writers:
-            writer.join(240)
-            assert writer.failure is None, writer.failure
-        reader.stop.set()
-        reader.join(60)
-        assert not reader.is_alive() and reader.failure is None, reader.failure
-        made = [what for writer in writers for what in writer.made]
+        made = follow_writers(reader, [Writer(f"w{i}", servers[i % len(servers)], auth, store,
+                                              by_hand, 250) for i in range(2)])
         assert len(made) == 500 and {"place", "import", "hand"} <= set(made)
         expected = {order["id"]: order for order in store.list_orders()}
         assert reader.mirror == expected

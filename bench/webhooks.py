@@ -108,8 +108,8 @@ class Receivers:
                     arrivals[orjson.loads(body)["data"]["id"]].append(time.perf_counter())
                     self.counts[index] += 1
                     writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
-            except (asyncio.IncompleteReadError, ConnectionError):
-                writer.close()
+            except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+                writer.close()  # the sender left, or the receivers close
 
         return handle
 

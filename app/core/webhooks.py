@@ -225,6 +225,16 @@ def webhook_id(change: Change) -> str:
     return f"msg_{subject}{change.item_id}_{change.position}"
 
 
+def feeds(endpoint: WebhookEndpoint) -> tuple[str, ...]:
+    """The feeds whose changes the endpoint wants some of ("order", "pet"): a deliverer
+    reads only those (an endpoint of the orders alone reads no pet, whatever a sale does to
+    the pets, and one of the pets alone none of the sale's orders)."""
+    if not endpoint.types:
+        return ("order",)
+    return tuple(feed for feed in ("order", "pet")
+                 if any(t.startswith(f"{feed}.") for t in endpoint.types))
+
+
 def wanted(endpoint: WebhookEndpoint, change: Change) -> bool:
     """Whether the endpoint asked for this change's type. One that named none gets every
     order's type, as before pets had any (D39): a receiver written for 2.4.0 is sent no
@@ -514,7 +524,7 @@ def lag(store: Store, endpoint: WebhookEndpoint) -> int:
     """How many orders and pets have a change the endpoint has not had yet (of the types
     it wants), counted up to LAG_COUNTED: its lag, as the console shows it (the worker
     that holds it keeps the seconds, petstore_webhook_lag_seconds)."""
-    changes = store.changes_after(endpoint.place, LAG_COUNTED)
+    changes = store.changes_after(endpoint.place, LAG_COUNTED, feeds(endpoint))
     return sum(1 for change in changes if wanted(endpoint, change))
 
 

@@ -79,7 +79,8 @@ class Deliverer:
         self.claimed: set[int] = set()  # the endpoints the last claim gave or renewed
         self.recorder = Recorder(self)
         # reads of the feed under way, by place: endpoints at one place share one
-        self.reading: dict[Place, asyncio.Future[tuple[int, list[Change]]]] = {}
+        self.reading: dict[tuple[Place, tuple[str, ...]],
+                           asyncio.Future[tuple[int | None, list[Change]]]] = {}
 
     @property
     def claim_seconds(self) -> float:
@@ -197,19 +198,20 @@ class Deliverer:
         if ahead.after != place:  # moved by a replay, or nothing read yet
             ahead.changes, ahead.after = [], place
         if not ahead.changes:
-            ahead.revision, ahead.changes = await self._changes_after(place)
-            ahead.full = len(ahead.changes) == READ_AHEAD
+            ahead.revision, ahead.changes = await self._changes_after(
+                place, webhooks.feeds(endpoint))
         change = next((c for c in ahead.changes if webhooks.wanted(endpoint, c)), None)
         if change is None:
-            if ahead.changes:  # none of them wanted: the place moves past them
+            if ahead.changes:  # none of them wanted: the place moves past them, and the
+                # feed is read again at once (what came since, or the revision to wait on)
                 last = ahead.changes[-1]
                 await self._call(self.store.webhook_delivered, endpoint.id, self.owner,
                                  last.place, place)
                 ahead.changes, ahead.after = [], last.place
-                if ahead.full:
-                    return True
+                return True
             self.behind.pop(endpoint_id, None)
             metrics.WEBHOOK_LAG.labels(str(endpoint_id)).set(0)
+            assert ahead.revision is not None  # an empty read reads the revision
             await self.watch.passed(ahead.revision, IDLE_SECONDS)
             return True
         since = self.behind.setdefault(endpoint_id, time.time())
@@ -227,18 +229,27 @@ class Deliverer:
             self.sending.discard(endpoint_id)
         return True
 
-    async def _changes_after(self, place: Place) -> tuple[int, list[Change]]:
-        """The revision now and the READ_AHEAD changes after the place, in one trip to a
-        thread. Endpoints at the same place (each change wakes them all at once) share one
-        read under way."""
-        shared = self.reading.get(place)
+    async def _changes_after(self, place: Place,
+                             feeds: tuple[str, ...]) -> tuple[int | None, list[Change]]:
+        """The READ_AHEAD changes of the feeds after the place, in one trip to a thread;
+        where there are none, the revision read before them (a task with nothing to send
+        waits for a later one: read after, a change committed in between would be waited
+        past), else None, saving a busy endpoint that read for each message. Endpoints at
+        the same place wanting the same feeds (each change wakes them all at once) share
+        one read under way."""
+        key = (place, feeds)
+        shared = self.reading.get(key)
         if shared is None:
-            def read() -> tuple[int, list[Change]]:
-                return self.store.revision(), self.store.changes_after(place, READ_AHEAD)
+            def read() -> tuple[int | None, list[Change]]:
+                changes = self.store.changes_after(place, READ_AHEAD, feeds)
+                if changes:
+                    return None, changes
+                revision = self.store.revision()
+                return revision, self.store.changes_after(place, READ_AHEAD, feeds)
 
             shared = asyncio.ensure_future(self._call(read))
-            self.reading[place] = shared
-            shared.add_done_callback(lambda _: self.reading.pop(place, None))
+            self.reading[key] = shared
+            shared.add_done_callback(lambda _: self.reading.pop(key, None))
         revision, changes = await asyncio.shield(shared)
         return revision, list(changes)
 
@@ -318,16 +329,15 @@ class Recorder:
 
 
 class Ahead:
-    """An endpoint task's changes read ahead: those after the place `after`, and the
-    revision they were read at (a task with nothing to send waits for a later one); and
-    the endpoint as its last attempt's write left it, for the next step."""
+    """An endpoint task's changes read ahead: those after the place `after`, and, when a
+    read found none, the revision read before it (a task with nothing to send waits for a
+    later one); and the endpoint as its last attempt's write left it, for the next step."""
 
     def __init__(self) -> None:
         self.endpoint: WebhookEndpoint | None = None
         self.after: Place | None = None
         self.changes: list[Change] = []
-        self.revision = 0
-        self.full = False
+        self.revision: int | None = None
 
 
 def _outcome(outcome: webhooks.Outcome) -> str:

@@ -4,6 +4,7 @@ refused, the retry schedule, the message and its signatures."""
 from __future__ import annotations
 
 import ipaddress
+import re
 import time
 
 import orjson
@@ -66,12 +67,35 @@ def test_a_malformed_url_is_refused_naming_the_problem(url: object, says: str) -
     assert raised.value.name == "url" and says in raised.value.message
 
 
-def test_types_are_the_five_of_the_design() -> None:
-    assert webhooks.check_types(["order.shipped", "order.placed", "order.shipped"]) == \
-        ("order.placed", "order.shipped")
+def test_types_are_the_twelve_of_the_design() -> None:
+    assert webhooks.TYPES == (
+        "order.placed", "order.shipped", "order.completed", "order.cancelled",
+        "order.changed", "pet.created", "pet.updated", "pet.withdrawn", "pet.restored",
+        "pet.out_of_stock", "pet.back_in_stock", "pet.changed")
+    assert webhooks.check_types(["order.shipped", "pet.created", "order.placed",
+                                 "order.shipped"]) == \
+        ("order.placed", "order.shipped", "pet.created")
     assert webhooks.check_types(None) == ()
-    with pytest.raises(InvalidParameter, match=r"order\.deleted"):
-        webhooks.check_types(["order.deleted"])
+    for unknown in ("order.deleted", "pet.deleted", "pet.*"):
+        with pytest.raises(InvalidParameter, match=re.escape(unknown)):
+            webhooks.check_types([unknown])
+
+
+@pytest.mark.parametrize(("types", "feeds", "wanted"), [
+    ((), ("order",), {"order.placed", "order.shipped", "order.changed"}),  # no pet.*
+    (("order.shipped",), ("order",), {"order.shipped"}),
+    (("pet.out_of_stock",), ("pet",), {"pet.out_of_stock"}),
+    (("order.placed", "pet.changed"), ("order", "pet"), {"order.placed", "pet.changed"}),
+])
+def test_an_endpoint_reads_only_the_feeds_it_wants_and_gets_only_its_types(
+        types: tuple[str, ...], feeds: tuple[str, ...], wanted: set[str]) -> None:
+    endpoint = _endpoint(types=types)
+    assert webhooks.feeds(endpoint) == feeds
+    changes = [Change("{}", 1, 1, kind, "order") for kind in
+               ("placed", "shipped", "changed")] + [
+        Change("{}", 1, 1, kind, "pet") for kind in ("out_of_stock", "changed")]
+    assert {webhooks.message_type(c) for c in changes if webhooks.wanted(endpoint, c)} == wanted
+    assert {webhooks.webhook_id(c) for c in changes} == {"msg_1_1", "msg_pet_1_1"}
 
 
 def test_the_schedule_is_standard_webhooks_and_retry_after_lengthens_it() -> None:

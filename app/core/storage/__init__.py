@@ -376,10 +376,11 @@ class Store(ConsoleStore, DaysStore, StoryStore, Protocol):
         the endpoint as it is after, or None where owner no longer held it."""
         ...
 
-    def changes_after(self, place: Place, limit: int) -> list[Change]:
-        """Up to limit changes of orders and pets after the place, in the order of their
-        last change (at one position, orders before pets), each with the kind of that
-        change."""
+    def changes_after(self, place: Place, limit: int,
+                      feeds: Sequence[str] = ("order", "pet")) -> list[Change]:
+        """Up to limit changes of orders and pets (of the feeds named: "order", "pet")
+        after the place, in the order of their last change (at one position, orders before
+        pets), each with the kind of that change."""
         ...
 
     def record_webhook_attempt(self, *, endpoint_id: int, webhook_id: str, type: str,

@@ -274,11 +274,12 @@ class WebhookStatements:
         results = self._write_batch(statements)
         return [endpoint_of(rows[0]) if rows else None for rows in results[1::2]]
 
-    def changes_after(self, place: Place, limit: int) -> list[Change]:
-        """Up to limit changes of orders and pets after the place, in the order of their
-        last change (D26, D39; at one position, orders before pets), each with the kind of
-        that change (D28): up to limit of each feed, each a range of its (position, id)
-        index, merged."""
+    def changes_after(self, place: Place, limit: int,
+                      feeds: Sequence[str] = ("order", "pet")) -> list[Change]:
+        """Up to limit changes of orders and pets (of the feeds named) after the place, in
+        the order of their last change (D26, D39; at one position, orders before pets),
+        each with the kind of that change (D28): up to limit of each feed, each a range of
+        its (position, id) index, merged."""
         p = self.PARAM
         position, of, item_id = place
         # The orders after the place: past its order at its position, or past its position
@@ -288,12 +289,15 @@ class WebhookStatements:
                         (f"position >= {p}", (position,))) if of == "order" else (
                         (f"position > {p}", (position,)),
                         (f"(position, id) > ({p}, {p})", (position, item_id)))
-        found = [Change(str(r[0]), int(r[1]), int(r[2]), str(r[3]), "order") for r in self._rows(
-            f"SELECT {self.ORDER_JSON}, position, id, last_change FROM orders "
-            f"WHERE {orders[0]} ORDER BY position, id LIMIT {p}", (*orders[1], limit))]
-        found += [Change(str(r[0]), int(r[1]), int(r[2]), str(r[3]), "pet") for r in self._rows(
-            f"SELECT {self.PET_JSON}, position, id, last_change FROM pets "
-            f"WHERE {pets[0]} ORDER BY position, id LIMIT {p}", (*pets[1], limit))]
+        found: list[Change] = []
+        for feed, table, json, (where, params) in (("order", "orders", self.ORDER_JSON, orders),
+                                                   ("pet", "pets", self.PET_JSON, pets)):
+            if feed in feeds:
+                found += [Change(str(r[0]), int(r[1]), int(r[2]), str(r[3]), feed)
+                          for r in self._rows(
+                              f"SELECT {json}, position, id, last_change FROM {table} "
+                              f"WHERE {where} ORDER BY position, id LIMIT {p}",
+                              (*params, limit))]
         return sorted(found, key=lambda change: change.place)[:limit]
 
     def record_webhook_attempt(self, *, endpoint_id: int, webhook_id: str, type: str,

@@ -59,6 +59,7 @@ def test_every_connection_commits_durably_and_bounds_its_wait_for_locks(
             assert fact["journal_mode"] == "wal"
             assert fact["synchronous"] == "2"  # FULL
             assert int(fact["busy_timeout"]) == BUSY_TIMEOUT_MS
+            assert fact["temp_store"] == "2"  # MEMORY: the savepoints' sub-journals
         else:
             assert fact["synchronous_commit"] == "on"
             assert fact["lock_timeout"] == f"{BUSY_TIMEOUT_MS}ms"

@@ -12,7 +12,9 @@
   rotation's grace, with both secrets. The type is the kind of the order's or pet's last
   change, which the store records with the change itself (an order's: placed, shipped,
   completed, cancelled, or "changed" for any other change, such as an import or a hand
-  edit; a pet's: PET_CHANGE_KIND's), so a message's type and its data are read together.
+  edit; a pet's: PET_CHANGE_KIND's), so a message's type and its data are read together;
+  a pet's crossing is the endpoint's own, from what it last read of the pet
+  (message_type).
   `webhook-id` names one change of one order or pet: its id and the feed position of the
   change, the same on every retry.
 - Order: an endpoint's place is in both feeds at once (records.Place): the changes of
@@ -190,7 +192,7 @@ def addresses(target: Target, allowed: Sequence[Network],
 
 def check_types(types: Any) -> tuple[str, ...]:
     """The message types an endpoint asks for, without repeats, in TYPES' order (empty:
-    every type); InvalidParameter naming an unknown one."""
+    every order's type, wanted() says); InvalidParameter naming an unknown one."""
     if types is None:
         return ()
     if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
@@ -212,10 +214,25 @@ def _description(description: Any) -> str:
 # messages ----------------------------------------------------------------------------
 
 
+CROSSINGS = frozenset({"out_of_stock", "back_in_stock", "withdrawn", "restored"})
+
+
 def message_type(change: Change) -> str:
     """The message type of a change: order. or pet., and the kind the store recorded with
-    it."""
-    return f"{change.of}.{change.kind}"
+    it; for a pet that the endpoint has read before, a crossing as the deliverer reads it
+    (D39): withdrawn or restored, out of stock or back in stock from what the endpoint
+    last read, whatever changed in between, and no crossing where it read the same on
+    both sides (a pet sold out and restocked between two reads is changed)."""
+    kind = change.kind
+    if change.seen is not None and change.state is not None:
+        (orderable, withdrawn), (was_orderable, was_withdrawn) = change.state, change.seen
+        if withdrawn != was_withdrawn:
+            kind = "withdrawn" if withdrawn else "restored"
+        elif orderable != was_orderable:
+            kind = "back_in_stock" if orderable else "out_of_stock"
+        elif kind in CROSSINGS:
+            kind = "changed"
+    return f"{change.of}.{kind}"
 
 
 def webhook_id(change: Change) -> str:
@@ -506,6 +523,7 @@ def replay(store: Store, key_id: int | None, endpoint_id: int,
                                    else (feed.ORDERS, -1, 0))
     except InvalidParameter:
         raise InvalidParameter("after", "cursor_edited") from None
+    store.forget_webhook_pets(endpoint.id)  # sent again with their last change's kind
     updated = store.update_webhook_endpoint(endpoint.id, {
         "position": position, "place_of": "order" if kind == feed.ORDERS else "pet",
         "order_id": item_id, "attempt": 0, "next_attempt_at": None})
@@ -524,7 +542,7 @@ def lag(store: Store, endpoint: WebhookEndpoint) -> int:
     """How many orders and pets have a change the endpoint has not had yet (of the types
     it wants), counted up to LAG_COUNTED: its lag, as the console shows it (the worker
     that holds it keeps the seconds, petstore_webhook_lag_seconds)."""
-    changes = store.changes_after(endpoint.place, LAG_COUNTED, feeds(endpoint))
+    changes = store.changes_after(endpoint.place, LAG_COUNTED, feeds(endpoint), endpoint.id)
     return sum(1 for change in changes if wanted(endpoint, change))
 
 
@@ -552,6 +570,7 @@ def replay_since(store: Store, key_id: int | None, endpoint_id: int,
         before = found[-1].id
     if earliest is None:
         return None
+    store.forget_webhook_pets(endpoint.id)
     updated = store.update_webhook_endpoint(endpoint.id, {
         "position": earliest - 1, "place_of": "pet", "order_id": ID_MAX, "attempt": 0,
         "next_attempt_at": None})

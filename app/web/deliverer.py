@@ -79,7 +79,7 @@ class Deliverer:
         self.claimed: set[int] = set()  # the endpoints the last claim gave or renewed
         self.recorder = Recorder(self)
         # reads of the feed under way, by place: endpoints at one place share one
-        self.reading: dict[tuple[Place, tuple[str, ...]],
+        self.reading: dict[tuple[Place, tuple[str, ...], int | None],
                            asyncio.Future[tuple[int | None, list[Change]]]] = {}
 
     @property
@@ -199,14 +199,14 @@ class Deliverer:
             ahead.changes, ahead.after = [], place
         if not ahead.changes:
             ahead.revision, ahead.changes = await self._changes_after(
-                place, webhooks.feeds(endpoint))
+                place, webhooks.feeds(endpoint), endpoint.id)
         change = next((c for c in ahead.changes if webhooks.wanted(endpoint, c)), None)
         if change is None:
             if ahead.changes:  # none of them wanted: the place moves past them, and the
                 # feed is read again at once (what came since, or the revision to wait on)
                 last = ahead.changes[-1]
                 await self._call(self.store.webhook_delivered, endpoint.id, self.owner,
-                                 last.place, place)
+                                 last.place, place, _seen(ahead.changes))
                 ahead.changes, ahead.after = [], last.place
                 return True
             self.behind.pop(endpoint_id, None)
@@ -229,23 +229,25 @@ class Deliverer:
             self.sending.discard(endpoint_id)
         return True
 
-    async def _changes_after(self, place: Place,
-                             feeds: tuple[str, ...]) -> tuple[int | None, list[Change]]:
+    async def _changes_after(self, place: Place, feeds: tuple[str, ...],
+                             endpoint_id: int) -> tuple[int | None, list[Change]]:
         """The READ_AHEAD changes of the feeds after the place, in one trip to a thread;
         where there are none, the revision read before them (a task with nothing to send
         waits for a later one: read after, a change committed in between would be waited
         past), else None, saving a busy endpoint that read for each message. Endpoints at
         the same place wanting the same feeds (each change wakes them all at once) share
-        one read under way."""
-        key = (place, feeds)
+        one read under way (a read of the pets is each endpoint's own: it carries what
+        that endpoint last read of them)."""
+        reader = endpoint_id if "pet" in feeds else None
+        key = (place, feeds, reader)
         shared = self.reading.get(key)
         if shared is None:
             def read() -> tuple[int | None, list[Change]]:
-                changes = self.store.changes_after(place, READ_AHEAD, feeds)
+                changes = self.store.changes_after(place, READ_AHEAD, feeds, reader)
                 if changes:
                     return None, changes
                 revision = self.store.revision()
-                return revision, self.store.changes_after(place, READ_AHEAD, feeds)
+                return revision, self.store.changes_after(place, READ_AHEAD, feeds, reader)
 
             shared = asyncio.ensure_future(self._call(read))
             self.reading[key] = shared
@@ -275,7 +277,7 @@ class Deliverer:
                       now=format_unix_time(sent_at))
         if outcome.delivered:
             after = await self.recorder.record(Attempted(
-                record, delivered=change.place, since=place))
+                record, delivered=change.place, since=place, seen=_seen([change])))
             return True, after
         if outcome.gone:
             reason, delay = "the receiver answered 410 Gone", None
@@ -338,6 +340,11 @@ class Ahead:
         self.after: Place | None = None
         self.changes: list[Change] = []
         self.revision: int | None = None
+
+
+def _seen(changes: list[Change]) -> tuple[tuple[int, bool, bool], ...]:
+    """What an endpoint read of the pets among changes, to remember (D39)."""
+    return tuple((c.item_id, *c.state) for c in changes if c.state is not None)
 
 
 def _outcome(outcome: webhooks.Outcome) -> str:

@@ -134,3 +134,24 @@ def test_a_message_verifies_with_standardwebhooks_and_both_secrets_during_a_grac
     with pytest.raises(WebhookVerificationError):
         Webhook(webhooks.new_secret()).verify(body, headers)
     assert orjson.loads(body)["timestamp"].endswith("Z")
+
+
+@pytest.mark.parametrize(("kind", "state", "seen", "sent"), [
+    ("changed", (False, False), None, "pet.changed"),  # never read: its last change's kind
+    ("out_of_stock", (False, False), None, "pet.out_of_stock"),
+    ("changed", (False, False), (True, False), "pet.out_of_stock"),  # sold out, then shipped
+    ("updated", (True, False), (False, False), "pet.back_in_stock"),  # restocked, renamed
+    ("out_of_stock", (False, False), (False, False), "pet.changed"),  # back and out again
+    ("back_in_stock", (True, False), (True, False), "pet.changed"),
+    ("updated", (True, False), (True, False), "pet.updated"),
+    ("changed", (False, True), (True, False), "pet.withdrawn"),  # withdrawn, with stock
+    ("updated", (True, False), (False, True), "pet.restored"),
+    ("withdrawn", (False, True), (False, True), "pet.changed"),
+])
+def test_a_pet_s_crossing_is_one_from_what_the_endpoint_last_read(
+        kind: str, state: tuple[bool, bool], seen: tuple[bool, bool] | None,
+        sent: str) -> None:
+    """D39: whether it takes orders and whether it is withdrawn, now against what the
+    endpoint last read; anything else is the kind of the pet's last change."""
+    change = Change("{}", 9, 7, kind, "pet", state, seen)
+    assert webhooks.message_type(change) == sent

@@ -193,6 +193,48 @@ def test_pet_messages_come_with_their_kind_in_commit_order_beside_the_orders(
             "order.placed", "order.cancelled"]
 
 
+def test_a_crossing_is_one_from_what_the_endpoint_last_read_whatever_came_between(
+        store: Store, database: str) -> None:
+    """D39: an endpoint that wants only the crossings gets pet.out_of_stock for a pet that
+    sold out and then shipped while it was not delivering (the pet's last change is no
+    crossing: a ship), and nothing for one that sold out and was restocked in between (the
+    same on both sides of what it read)."""
+    store.import_pets([{"id": 7, "name": "Rex", "stock": 2}])
+    with receiving() as receiver:
+        endpoint, secret = _endpoint(store, receiver.url, ("pet.out_of_stock",
+                                                           "pet.back_in_stock"))
+
+        def read_up_to_now() -> None:
+            """Deliver until the endpoint has read every change of the pets made so far
+            (it remembers what it read of the pet)."""
+            def caught_up() -> bool:
+                now = store.get_webhook_endpoint(endpoint.id)
+                return now is not None and store.changes_after(now.place, 1, ("pet",)) == []
+
+            with delivering(store, _settings(database)):
+                wait_until(caught_up, message="the endpoint did not read up to now")
+
+        first = store.place_order({"petId": 7, "quantity": 1}, 1, "a", "a", NOW,
+                                  catalogue_pets_only=True).order["id"]
+        read_up_to_now()  # 1 of 2 left: no crossing, nothing sent, the pet read
+        assert receiver.received == []
+        store.place_order({"petId": 7, "quantity": 1}, 1, "b", "b", NOW,
+                          catalogue_pets_only=True)
+        orders.ship(store, first, NOW)  # the pet's last change is a ship: "changed"
+        read_up_to_now()
+        (sold_out,) = receiver.verified(secret)
+        assert (sold_out["type"], sold_out["data"]["available"]) == ("pet.out_of_stock", 0)
+        pets.adjust(store, 7, 1, None, 1, "restock")  # back in stock...
+        store.place_order({"petId": 7, "quantity": 1}, 1, "c", "c", NOW,
+                          catalogue_pets_only=True)  # ...and out again, unread between
+        read_up_to_now()
+        assert len(receiver.received) == 1
+        pets.adjust(store, 7, 5, None, 1, "restock-2")
+        read_up_to_now()
+        assert [m["type"] for m in receiver.verified(secret)] == [
+            "pet.out_of_stock", "pet.back_in_stock"]
+
+
 def test_order_holds_under_300_changes_from_two_writers(
         store: Store, database: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="petstore.webhooks")

@@ -237,7 +237,7 @@ def test_an_endpoint_chooses_pet_types_and_replays_from_a_cursor_of_the_pets_fee
         client: Any, auth: dict[str, str], receiver: Receiver, store: Store) -> None:
     """D39: the pets' types are chosen as the orders' are (all twelve at once at most), and
     a replay takes a cursor of either feed: from the pets' one, the pets changed after it
-    come again, and the orders of later positions."""
+    come again, with the same webhook-ids."""
     every = ["order.placed", "order.shipped", "order.completed", "order.cancelled",
              "order.changed", "pet.created", "pet.updated", "pet.withdrawn", "pet.restored",
              "pet.out_of_stock", "pet.back_in_stock", "pet.changed"]

@@ -357,8 +357,10 @@ class Store(ConsoleStore, DaysStore, StoryStore, Protocol):
         ...
 
     def webhook_delivered(self, endpoint_id: int, owner: str, place: Place,
-                          since: Place | None = None) -> bool:
-        """Move the endpoint's place in the feeds forward to the place and clear
+                          since: Place | None = None,
+                          seen: Sequence[tuple[int, bool, bool]] = ()) -> bool:
+        """Move the endpoint's place in the feeds forward to the place (remembering the
+        pets of seen as read: id, orderable, withdrawn) and clear
         its retry state, while owner holds its lease (and its place is still since, if
         given); whether it did."""
         ...
@@ -377,10 +379,16 @@ class Store(ConsoleStore, DaysStore, StoryStore, Protocol):
         ...
 
     def changes_after(self, place: Place, limit: int,
-                      feeds: Sequence[str] = ("order", "pet")) -> list[Change]:
+                      feeds: Sequence[str] = ("order", "pet"),
+                      endpoint_id: int | None = None) -> list[Change]:
         """Up to limit changes of orders and pets (of the feeds named: "order", "pet")
         after the place, in the order of their last change (at one position, orders before
-        pets), each with the kind of that change."""
+        pets), each with the kind of that change, a pet's with its state and what the
+        endpoint endpoint_id last read of it; all read in one snapshot."""
+        ...
+
+    def forget_webhook_pets(self, endpoint_id: int) -> None:
+        """Forget what the endpoint read of every pet (a replay)."""
         ...
 
     def record_webhook_attempt(self, *, endpoint_id: int, webhook_id: str, type: str,

@@ -19,11 +19,20 @@ PET_FEED_SCHEMA = (
     # orders of its position up to order_id ("order"), or after all of them and the pets
     # of its position up to that id ("pet").
     "ALTER TABLE webhook_endpoints ADD COLUMN place_of TEXT NOT NULL DEFAULT 'order'",
+    # What each endpoint last read of each pet it read: whether it took orders and was
+    # withdrawn then. A crossing (out of stock, back in stock, withdrawn, restored) is one
+    # from that, as the deliverer reads the pet (webhooks.message_type): none is lost to a
+    # later change made before the read, and none is reported that the endpoint did not
+    # see both sides of.
+    "CREATE TABLE webhook_pets_seen (endpoint_id BIGINT NOT NULL, pet_id BIGINT NOT NULL,"
+    " was_orderable INTEGER NOT NULL, was_withdrawn INTEGER NOT NULL,"
+    " PRIMARY KEY (endpoint_id, pet_id))",
 )
 
 # Whether a pet row takes new orders: not withdrawn, and its stock not tracked or above
 # what its pending orders hold (PET_AVAILABLE's figure above 0).
 _ORDERABLE = "(NOT {r}.withdrawn AND ({r}.stock IS NULL OR {r}.stock > {r}.reserved))"
+ORDERABLE = _ORDERABLE.format(r="pets")  # the same, of a row of pets read
 
 # The kind of a change of a pet from row OLD to row NEW, the first that holds (D39):
 # withdrawn or restored; its available units crossing zero, either way (out_of_stock,

@@ -243,16 +243,17 @@ class WebhookAttempt:
 class Attempted:
     """An attempt to record (the fields of Store.record_webhook_attempt, endpoint_id
     among them) and what follows from it: delivered, the endpoint's place moves to that
-    (position, order_id); else the failure is counted, with the next attempt's time, or
-    the endpoint disabled with a reason. since is the endpoint's place when the attempt
-    began: where it has moved since (a replay), the place and retry state are left as
-    they are."""
+    place, and the endpoint remembers the state of the pets of seen as it read them
+    (D39); else the failure is counted, with the next attempt's time, or the endpoint
+    disabled with a reason. since is the endpoint's place when the attempt began: where it
+    has moved since (a replay), the place, retry state and memory are left as they are."""
 
     record: dict[str, Any]
     delivered: Place | None = None
     next_attempt_at: float | None = None
     disabled_reason: str | None = None
     since: Place | None = None
+    seen: tuple[tuple[int, bool, bool], ...] = ()  # pets read: (id, orderable, withdrawn)
 
 
 # A place in the feeds of orders and pets at once, as a webhook endpoint holds it:
@@ -273,6 +274,10 @@ class Change:
     item_id: int
     kind: str
     of: str = "order"
+    # A pet's: whether it takes orders now and whether it is withdrawn (D39); and the same
+    # two as the endpoint that reads it last read them (None: it never read this pet).
+    state: tuple[bool, bool] | None = None
+    seen: tuple[bool, bool] | None = None
 
     @property
     def place(self) -> Place:

@@ -9,7 +9,10 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from app.core.errors import WebhookEndpointLimitReached
+from app.core.storage.pet_feed_statements import ORDERABLE
 from app.core.storage.records import Attempted, Change, Place, WebhookAttempt, WebhookEndpoint
+
+NONE = "CAST(NULL AS INTEGER)"  # an order's columns where a pet's have its state (D39)
 
 # D28 (migration 9 of both stores): webhooks. Each order records the kind of its last
 # change (placed, shipped, completed, cancelled; "changed" for any other: an import, a
@@ -168,10 +171,12 @@ class WebhookStatements:
         return endpoint_of(rows[0]) if rows else None
 
     def delete_webhook_endpoint(self, endpoint_id: int) -> bool:
-        """Remove the endpoint and its attempts; whether there was one."""
+        """Remove the endpoint, its attempts and what it read of the pets; whether there
+        was one."""
         p = self.PARAM
         self._write_rows(f"DELETE FROM webhook_attempts WHERE endpoint_id = {p} "
                          "RETURNING id", (endpoint_id,))
+        self.forget_webhook_pets(endpoint_id)
         return bool(self._write_rows(f"DELETE FROM webhook_endpoints WHERE id = {p} "
                                      "RETURNING id", (endpoint_id,)))
 
@@ -240,12 +245,17 @@ class WebhookStatements:
                  now))
 
     def webhook_delivered(self, endpoint_id: int, owner: str, place: Place,
-                          since: Place | None = None) -> bool:
+                          since: Place | None = None,
+                          seen: Sequence[tuple[int, bool, bool]] = ()) -> bool:
         """The change at the place reached the endpoint (or it need not): move its place
-        in the feeds there, forward only, and clear its retry state; only while owner
-        holds its lease, and with since, only while its place is still there. Whether it
-        did."""
-        return bool(self._write_rows(*self._delivered(endpoint_id, owner, place, since)))
+        in the feeds there, forward only, clear its retry state and remember the pets of
+        seen as read (id, orderable, withdrawn); only while owner holds its lease, and
+        with since, only while its place is still there. Whether it did."""
+        if not seen:
+            return bool(self._write_rows(*self._delivered(endpoint_id, owner, place, since)))
+        results = self._write_batch([self._delivered(endpoint_id, owner, place, since),
+                                     *self._remember(endpoint_id, owner, place, seen)])
+        return bool(results[0])
 
     def webhook_failed(self, endpoint_id: int, owner: str, attempt: int,
                        next_attempt_at: float | None, disabled_reason: str | None) -> bool:
@@ -263,42 +273,91 @@ class WebhookStatements:
         message needs no read of it), or None where owner no longer held its lease, or its
         place was no longer the attempt's since (a replay moved it meanwhile)."""
         statements = []
+        outcomes = []  # the index of each attempt's consequence among the statements
         for done in attempts:
             endpoint_id = done.record["endpoint_id"]
             statements.append(self._attempt(**done.record))
+            outcomes.append(len(statements))
             statements.append(
                 self._delivered(endpoint_id, owner, done.delivered, done.since)
                 if done.delivered else
                 self._failed(endpoint_id, owner, done.record["attempt"],
                              done.next_attempt_at, done.disabled_reason, done.since))
+            if done.delivered:
+                statements += self._remember(endpoint_id, owner, done.delivered, done.seen)
         results = self._write_batch(statements)
-        return [endpoint_of(rows[0]) if rows else None for rows in results[1::2]]
+        return [endpoint_of(results[index][0]) if results[index] else None
+                for index in outcomes]
 
     def changes_after(self, place: Place, limit: int,
-                      feeds: Sequence[str] = ("order", "pet")) -> list[Change]:
+                      feeds: Sequence[str] = ("order", "pet"),
+                      endpoint_id: int | None = None) -> list[Change]:
         """Up to limit changes of orders and pets (of the feeds named) after the place, in
         the order of their last change (D26, D39; at one position, orders before pets),
-        each with the kind of that change (D28): up to limit of each feed, each a range of
-        its (position, id) index, merged."""
+        each with the kind of that change (D28); a pet's with its state, and what the
+        endpoint endpoint_id last read of it. One statement, so one snapshot: a change
+        committed between two reads could be passed by the place unsent. Up to limit of
+        each feed, each a range of its (position, id) index, merged."""
         p = self.PARAM
         position, of, item_id = place
         # The orders after the place: past its order at its position, or past its position
         # when it is among the pets already; the pets: from its position on, or past its
         # pet there.
-        orders, pets = ((f"(position, id) > ({p}, {p})", (position, item_id)),
-                        (f"position >= {p}", (position,))) if of == "order" else (
-                        (f"position > {p}", (position,)),
-                        (f"(position, id) > ({p}, {p})", (position, item_id)))
-        found: list[Change] = []
-        for feed, table, json, (where, params) in (("order", "orders", self.ORDER_JSON, orders),
-                                                   ("pet", "pets", self.PET_JSON, pets)):
-            if feed in feeds:
-                found += [Change(str(r[0]), int(r[1]), int(r[2]), str(r[3]), feed)
-                          for r in self._rows(
-                              f"SELECT {json}, position, id, last_change FROM {table} "
-                              f"WHERE {where} ORDER BY position, id LIMIT {p}",
-                              (*params, limit))]
+        past_item = (f"({{t}}.position, {{t}}.id) > ({p}, {p})", (position, item_id))
+        orders, pets = ((past_item, (f"{{t}}.position >= {p}", (position,)))
+                        if of == "order" else
+                        ((f"{{t}}.position > {p}", (position,)), past_item))
+        parts: list[str] = []
+        params: list[Any] = []
+        if "order" in feeds:
+            parts.append(
+                f"SELECT * FROM (SELECT {self.ORDER_JSON} AS data, position, id, last_change, "
+                f"'order' AS feed, {NONE} AS orderable, {NONE} AS gone, {NONE} AS "
+                f"seen_orderable, {NONE} AS seen_gone FROM orders "
+                f"WHERE {orders[0].format(t='orders')} "
+                "ORDER BY position, id "
+                f"LIMIT {p}) AS o")
+            params += [*orders[1], limit]
+        if "pet" in feeds:
+            parts.append(
+                f"SELECT * FROM (SELECT {self.PET_JSON} AS data, pets.position, pets.id, "
+                f"pets.last_change, 'pet' AS feed, CASE WHEN {ORDERABLE} THEN 1 ELSE 0 END "
+                "AS orderable, CASE WHEN pets.withdrawn THEN 1 ELSE 0 END AS gone, "
+                "seen.was_orderable AS seen_orderable, seen.was_withdrawn AS seen_gone "
+                "FROM pets LEFT JOIN webhook_pets_seen seen ON seen.endpoint_id = "
+                f"{p} AND seen.pet_id = pets.id WHERE {pets[0].format(t='pets')} "
+                f"ORDER BY pets.position, pets.id LIMIT {p}) AS pt")
+            params += [-1 if endpoint_id is None else endpoint_id, *pets[1], limit]
+        if not parts:
+            return []
+        found = [Change(str(r[0]), int(r[1]), int(r[2]), str(r[3]), str(r[4]),
+                        None if r[5] is None else (bool(r[5]), bool(r[6])),
+                        None if r[7] is None else (bool(r[7]), bool(r[8])))
+                 for r in self._rows(" UNION ALL ".join(parts), tuple(params))]
         return sorted(found, key=lambda change: change.place)[:limit]
+
+    def _remember(self, endpoint_id: int, owner: str, place: Place,
+                  seen: Sequence[tuple[int, bool, bool]]) -> list[tuple[str, tuple[Any, ...]]]:
+        """The statements that keep what the endpoint read of these pets (D39), each only
+        while owner holds it and its place is the one just written (a write that did not
+        move it, a lost lease or a replay, remembers nothing)."""
+        p = self.PARAM
+        return [(f"INSERT INTO webhook_pets_seen (endpoint_id, pet_id, was_orderable, "
+                 "was_withdrawn) "
+                 f"SELECT {p}, {p}, {p}, {p} WHERE EXISTS (SELECT 1 FROM webhook_endpoints "
+                 f"WHERE id = {p} AND lease_owner = {p} AND position = {p} AND place_of = {p} "
+                 f"AND order_id = {p}) ON CONFLICT (endpoint_id, pet_id) DO UPDATE SET "
+                 "was_orderable = excluded.was_orderable, was_withdrawn = excluded.was_withdrawn "
+                 "RETURNING 1",
+                 (endpoint_id, pet_id, int(orderable), int(withdrawn), endpoint_id, owner,
+                  *place))
+                for pet_id, orderable, withdrawn in seen]
+
+    def forget_webhook_pets(self, endpoint_id: int) -> None:
+        """Forget what the endpoint read of every pet: a replay sends them again with the
+        kind of their last change."""
+        self._write_rows(f"DELETE FROM webhook_pets_seen WHERE endpoint_id = {self.PARAM} "
+                         "RETURNING 1", (endpoint_id,))
 
     def record_webhook_attempt(self, *, endpoint_id: int, webhook_id: str, type: str,
                                attempt: int, status: int | None, duration_ms: float,

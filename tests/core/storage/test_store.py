@@ -99,6 +99,7 @@ def test_both_stores_have_the_same_schema_and_migrations(store: Store, place: Pl
                               "previous_until", "position", "order_id", "lease_owner",
                               "lease_until", "attempt", "next_attempt_at", "created_at",
                               "place_of"],
+        "webhook_pets_seen": ["endpoint_id", "pet_id", "was_orderable", "was_withdrawn"],
     }
 
 

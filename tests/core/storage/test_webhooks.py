@@ -139,10 +139,12 @@ def test_a_place_in_the_feed_moves_forward_only_for_the_leaseholder(store: Store
     assert store.webhook_failed(endpoint.id, "me", 2, 99.0, None)
     assert store.webhook_delivered(endpoint.id, "me", (5, "order", 1))
     assert not store.webhook_delivered(endpoint.id, "me", (4, "pet", 9))  # backwards
+    # At one position the orders come before the pets, whatever their ids.
+    assert store.webhook_delivered(endpoint.id, "me", (5, "pet", 0))
+    assert not store.webhook_delivered(endpoint.id, "me", (5, "order", 9))
     moved = store.get_webhook_endpoint(endpoint.id)
     assert moved is not None
-    assert (moved.position, moved.order_id, moved.attempt, moved.next_attempt_at) == \
-        (5, 1, 0, None)
+    assert (moved.place, moved.attempt, moved.next_attempt_at) == ((5, "pet", 0), 0, None)
     assert store.webhook_failed(endpoint.id, "me", 10, None, "gave up")
     disabled = store.get_webhook_endpoint(endpoint.id)
     assert disabled is not None and not disabled.enabled
@@ -228,3 +230,22 @@ def test_attempts_of_several_endpoints_are_recorded_in_one_write(store: Store) -
                          store.get_webhook_endpoint(second.id)]
     for endpoint in (first, second, third):  # every attempt is in the log
         assert len(store.webhook_attempts(endpoint.id, None, 10)) == 1
+
+
+def test_the_changes_of_both_feeds_are_read_in_one_statement(store: Store) -> None:
+    """One snapshot: a place committed between a read of the orders and one of the pets
+    would give the pet's change without its order's, and the place, passing the pet,
+    would pass the order unsent."""
+    store.import_pets([{"id": 7, "name": "Rex", "stock": 2}])
+    reads: list[str] = []
+    rows = store._rows  # type: ignore[attr-defined]
+
+    def counted(sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        reads.append(sql)
+        return rows(sql, params)
+
+    store.place_order({"petId": 7, "quantity": 1}, 1, "k", "k", NOW)
+    store._rows = counted  # type: ignore[attr-defined]
+    changes = store.changes_after((-1, "order", 0), 10)
+    assert [(c.of, c.item_id) for c in changes] == [("order", 1), ("pet", 7)]
+    assert len(reads) == 1

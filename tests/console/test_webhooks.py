@@ -170,11 +170,11 @@ def test_a_replay_goes_back_to_a_feed_cursor(signed_in: Visitor, store: Store) -
     store.update_webhook_endpoint(endpoint_id, {"position": store.revision(),
                                                 "order_id": 2**63 - 1, "attempt": 3})
     signed_in.get(f"/console/webhooks/{endpoint_id}")
-    assert "0 orders with a change not yet delivered" in signed_in.page
+    assert "0 orders or pets with a change not yet delivered" in signed_in.page
     replayed = signed_in.post(f"/console/webhooks/{endpoint_id}/replay", {"after": cursor})
     page = signed_in.follow(replayed).text
     assert "The endpoint goes on from the point asked" in page
-    assert "1 order with a change not yet delivered" in page and "Enabled." in page
+    assert "1 order or pet with a change not yet delivered" in page and "Enabled." in page
     now = store.get_webhook_endpoint(endpoint_id)
     assert now is not None and (now.position, now.attempt) == (before.position, 0)  # type: ignore[union-attr]
     edited = signed_in.post(f"/console/webhooks/{endpoint_id}/replay", {"after": "nope"})
@@ -206,7 +206,7 @@ def test_a_replay_from_a_time_sends_again_what_was_attempted_since(signed_in: Vi
         nothing).text
     earlier = time.strftime("%Y-%m-%dT%H:%M", time.gmtime(time.time() - 3600))
     replayed = signed_in.post(f"/console/webhooks/{endpoint_id}/replay", {"since": earlier})
-    assert "2 orders with a change not yet delivered" in signed_in.follow(replayed).text
+    assert "2 orders or pets with a change not yet delivered" in signed_in.follow(replayed).text
     assert store.get_webhook_endpoint(endpoint_id).position == first - 1  # type: ignore[union-attr]
     bad = signed_in.post(f"/console/webhooks/{endpoint_id}/replay", {"since": "monday"})
     assert bad.status_code == 400 and "not a time" in bad.text

@@ -29,7 +29,7 @@ from urllib.parse import quote, urlsplit
 import aiohttp
 from yarl import URL
 
-from app.core import webhooks
+from app.core import webhook_urls, webhooks
 from app.core.errors import InvalidParameter, WebhookUrlNotAllowed
 from app.core.orders import utc_now
 from app.core.storage import Store
@@ -43,7 +43,7 @@ class Sender:
     """POSTs signed messages to webhook URLs, one attempt at a time per call. Made on the
     event loop it sends from."""
 
-    def __init__(self, timeout: float, allowed: Sequence[webhooks.Network] = ()) -> None:
+    def __init__(self, timeout: float, allowed: Sequence[webhook_urls.Network] = ()) -> None:
         self.timeout = timeout
         self.allowed = tuple(allowed)
         # No proxies from the environment (they would connect to the name, not the checked
@@ -86,7 +86,7 @@ class Sender:
                     body: bytes) -> webhooks.Outcome:
         target = _target(url)
         resolved = await self._resolve(target)
-        address = webhooks.addresses(target, self.allowed, lambda host, port: resolved)[0]
+        address = webhook_urls.addresses(target, self.allowed, lambda host, port: resolved)[0]
         sent = dict(headers)
         sent["host"] = _host(url)
         async with self.client.post(
@@ -102,9 +102,9 @@ class Sender:
             return webhooks.Outcome(answer.status, text, answer.headers.get("retry-after"))
 
     @staticmethod
-    async def _resolve(target: webhooks.Target) -> list[str]:
+    async def _resolve(target: webhook_urls.Target) -> list[str]:
         """The addresses of the target's host now (none to look up for an address)."""
-        literal = webhooks.literal_address(target.host)
+        literal = webhook_urls.literal_address(target.host)
         if literal is not None:
             return [str(literal)]
         found = await asyncio.get_running_loop().getaddrinfo(
@@ -112,7 +112,7 @@ class Sender:
         return list(dict.fromkeys(str(info[4][0]) for info in found))
 # What a URL comes to is worked out once: a deliverer sends a thousand messages a second to
 # the URLs of a few endpoints. (The address is resolved and checked at every attempt.)
-_target = functools.lru_cache(maxsize=1024)(webhooks.check_url)
+_target = functools.lru_cache(maxsize=1024)(webhook_urls.check_url)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -122,7 +122,7 @@ def _host(url: str) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def _direct(url: str, address: webhooks.Address) -> URL:
+def _direct(url: str, address: webhook_urls.Address) -> URL:
     """The URL with its host replaced by the checked address, its path and query sent as
     the integrator wrote them (a %2F stays %2F; only what is not ASCII is percent-encoded,
     as a URL on the wire must be)."""
@@ -136,7 +136,7 @@ def _direct(url: str, address: webhooks.Address) -> URL:
 
 
 def send_now(url: str, headers: dict[str, str], body: bytes, timeout: float,
-             allowed: Sequence[webhooks.Network]) -> webhooks.Outcome:
+             allowed: Sequence[webhook_urls.Network]) -> webhooks.Outcome:
     """One attempt from a thread that runs no event loop (a handler, the CLI)."""
 
     async def attempt() -> webhooks.Outcome:
@@ -150,7 +150,7 @@ def send_now(url: str, headers: dict[str, str], body: bytes, timeout: float,
 
 
 def send_test(store: Store, endpoint: WebhookEndpoint, timeout: float,
-              allowed: Sequence[webhooks.Network]) -> tuple[str, webhooks.Outcome]:
+              allowed: Sequence[webhook_urls.Network]) -> tuple[str, webhooks.Outcome]:
     """A signed ping to the endpoint, sent now from a thread that runs no event loop (the
     API's handler, the CLI, the console), and recorded in its attempts log: its
     webhook-id and how it went."""

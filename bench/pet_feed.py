@@ -33,7 +33,7 @@ from urllib.parse import urlencode
 
 import orjson
 
-from app.core import webhooks
+from app.core import webhook_urls, webhooks
 from app.core.config import Settings
 from app.core.storage import open_store
 from bench.harness import (
@@ -142,7 +142,7 @@ def run(store: str, database: str, _other: str, args: argparse.Namespace,
                             break
                     endpoint, _ = webhooks.create(own, None, receiver.urls()[0],
                                                   list(webhooks.PET_TYPES), None,
-                                                  webhooks.networks(LOOPBACK))
+                                                  webhook_urls.networks(LOOPBACK))
                     time.sleep(1.5)  # claimed by the worker's deliverer
                     before = receiver.received()
                     storefront = Storefront(port, auth, cursor)

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import orjson
 
-from app.core import webhooks
+from app.core import webhook_urls, webhooks
 from app.core.config import Settings
 from app.core.storage import Store, open_store
 from bench.harness import (
@@ -135,7 +135,7 @@ def _order(order_id: int) -> dict[str, int]:
 
 
 def _endpoints(store: Store, urls: list[str]) -> list[int]:
-    allowed = webhooks.networks(LOOPBACK)
+    allowed = webhook_urls.networks(LOOPBACK)
     return [webhooks.create(store, None, url, None, None, allowed)[0].id for url in urls]
 
 

@@ -5,11 +5,11 @@ log keeps; a redirect is a failure that is not followed."""
 
 from __future__ import annotations
 
-from app.core import webhooks
+from app.core import webhook_urls, webhooks
 from app.outbound import USER_AGENT, send_now
 from tests.receivers import receiving
 
-LOOPBACK = webhooks.networks("127.0.0.0/8")
+LOOPBACK = webhook_urls.networks("127.0.0.0/8")
 BODY = b'{"type":"ping","timestamp":"2026-11-25T00:00:00Z","data":{"endpointId":1}}'
 HEADERS = {"webhook-id": "msg_ping_1", "webhook-timestamp": "1764028800",
            "webhook-signature": "v1,c2lnbmF0dXJl", "content-type": "application/json"}

@@ -14,7 +14,7 @@ import click
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from app.cli._shared import current_settings, current_store, echo_table, say
-from app.core import webhooks
+from app.core import webhook_urls, webhooks
 from app.core.errors import PetstoreError
 from app.outbound import send_test
 
@@ -33,8 +33,8 @@ def _fail(exc: PetstoreError) -> click.ClickException:
     return click.ClickException(f"{name} {exc.message}" if name else exc.message)
 
 
-def _allowed() -> tuple[webhooks.Network, ...]:
-    return webhooks.networks(current_settings().webhook_allowed_networks)
+def _allowed() -> tuple[webhook_urls.Network, ...]:
+    return webhook_urls.networks(current_settings().webhook_allowed_networks)
 
 
 def _print(value: Any) -> None:

@@ -44,7 +44,7 @@ from app.console.blueprint import (
     store,
     visitor,
 )
-from app.core import webhooks
+from app.core import webhook_urls, webhooks
 from app.core.errors import (
     InvalidParameter,
     PetstoreError,
@@ -74,8 +74,8 @@ def _record(action: str, detail: str) -> None:
     accounts.record(store(), user.name, address(), action, detail)
 
 
-def _allowed() -> tuple[webhooks.Network, ...]:
-    return webhooks.networks(state().services.settings.webhook_allowed_networks)
+def _allowed() -> tuple[webhook_urls.Network, ...]:
+    return webhook_urls.networks(state().services.settings.webhook_allowed_networks)
 
 
 def state_of(endpoint: WebhookEndpoint) -> tuple[str, Markup]:
@@ -131,14 +131,14 @@ def _host(endpoint: WebhookEndpoint) -> str:
     """The host of an endpoint's URL: what the audit log names of it (a URL stored before
     the rules it breaks, by an earlier version or a hand edit, is named as such)."""
     try:
-        return webhooks.check_url(endpoint.url).host
+        return webhook_urls.check_url(endpoint.url).host
     except InvalidParameter:
         return "a URL the rules refuse now"
 
 
 def _form_context() -> dict[str, Any]:
     """What an endpoint's fields need (webhook_fields.html)."""
-    return {"types": webhooks.TYPES, "url_max": webhooks.URL_MAX,
+    return {"types": webhooks.TYPES, "url_max": webhook_urls.URL_MAX,
             "description_max": webhooks.DESCRIPTION_MAX}
 
 

@@ -2,8 +2,8 @@
 (app/web/deliverer.py) and its sender (app/outbound.py) carry them out.
 
 - Endpoints: a URL (http or https, no userinfo, at most 2,048 characters) whose host may
-  only be a global address, or one inside PETSTORE_WEBHOOK_ALLOWED_NETWORKS (address_allowed),
-  checked at creation and at every attempt; the types it wants (of TYPES; every order's
+  only be a global address, or one inside PETSTORE_WEBHOOK_ALLOWED_NETWORKS
+  (app/core/webhook_urls.py), checked at creation and at every attempt; the types it wants (of TYPES; every order's
   type when none, as before the pets had any); a secret, `whsec_` and the base64 of 32
   random bytes, shown once. Each belongs to the API key that made it; a key sees only its
   own, at most MAX_PER_KEY of them. The operator (key None) sees all.
@@ -29,23 +29,19 @@ import base64
 import datetime as dt
 import email.utils
 import functools
-import ipaddress
 import re
 import secrets as random
-import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import orjson
 from standardwebhooks.webhooks import Webhook
 
-from app.core import feed, names
+from app.core import feed, names, webhook_urls
 from app.core.errors import (
     InvalidParameter,
     WebhookEndpointNotFound,
-    WebhookUrlNotAllowed,
 )
 from app.core.orders import format_time, format_unix_time
 from app.core.paging import seal, unseal
@@ -59,7 +55,6 @@ PET_TYPES = tuple(f"pet.{kind}" for kind in PET_CHANGE_KINDS)  # D39
 TYPES = ORDER_TYPES + PET_TYPES
 PING = "ping"
 MAX_PER_KEY = 16
-URL_MAX = 2048
 DESCRIPTION_MAX = 500
 RESPONSE_KEPT = 1024  # characters of an answer the attempts log keeps
 GRACE_DEFAULT = 86_400  # seconds the secret before a rotation keeps signing
@@ -71,124 +66,6 @@ RETRY_AFTER_MAX = 86_400
 DELIVERIES_LIMIT_DEFAULT = 50
 DELIVERIES_LIMIT_MAX = 500
 _DELIVERIES = "deliveries"  # the first value of a deliveries cursor
-
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-Resolver = Callable[[str, int], Sequence[str]]
-
-
-# addresses ---------------------------------------------------------------------------
-
-
-def networks(text: str) -> tuple[Network, ...]:
-    """PETSTORE_WEBHOOK_ALLOWED_NETWORKS as networks (comma-separated; empty: none)."""
-    return tuple(ipaddress.ip_network(entry.strip(), strict=False)
-                 for entry in text.split(",") if entry.strip() and entry.strip() != "*")
-
-
-@functools.lru_cache(maxsize=1024)
-def literal_address(host: str) -> Address | None:
-    """The address a URL's host names when it is an address rather than a name, read as
-    a resolver would: every IPv4 form inet_aton takes (`0`, `2130706433`, `127.1`,
-    `0x7f.1`), and IPv6 (with or without brackets, without a zone). None for a name.
-    (Kept for each host: a deliverer checks its endpoints' at every attempt.)"""
-    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    try:
-        return ipaddress.ip_address(bare.split("%", 1)[0])
-    except ValueError:
-        pass
-    try:
-        return ipaddress.IPv4Address(socket.inet_aton(bare))
-    except OSError:
-        return None
-
-
-def address_allowed(address: Address, allowed: Sequence[Network] = ()) -> bool:
-    """Whether a webhook may be sent to this address: a global one (not loopback, private,
-    link-local such as 169.254.169.254, multicast, reserved, unspecified, unique-local,
-    shared, nor an IPv4-mapped or other embedded IPv4 address), or one inside an allowed
-    network."""
-    if any(address in network for network in allowed if network.version == address.version):
-        return True
-    if isinstance(address, ipaddress.IPv6Address) and (
-            address.ipv4_mapped is not None or address.sixtofour is not None
-            or address.teredo is not None or address in _NAT64):
-        return False  # an IPv4 address in disguise: refused whatever it holds
-    return address.is_global and not (
-        address.is_multicast or address.is_reserved or address.is_loopback
-        or address.is_link_local or address.is_private or address.is_unspecified)
-
-
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
-
-
-def system_resolver(host: str, port: int) -> list[str]:
-    """Every address the system's resolver gives for host (as text)."""
-    found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(str(info[4][0]) for info in found))
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a webhook URL points: its scheme, host (a name, or an address's text), port."""
-
-    scheme: str
-    host: str
-    port: int
-
-
-def check_url(url: Any) -> Target:
-    """The URL's target, if it is a webhook URL at all (http or https, a host, no userinfo,
-    at most URL_MAX characters); InvalidParameter (400) naming what is wrong."""
-    if not isinstance(url, str) or not url:
-        raise InvalidParameter("url", "url_scheme")
-    if len(url) > URL_MAX:
-        raise InvalidParameter("url", "maxLength", {"maxLength": URL_MAX})
-    if any(c.isspace() or ord(c) < 32 for c in url):
-        raise InvalidParameter("url", "url_spaces")
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        raise InvalidParameter("url", "url_invalid") from None
-    if parts.scheme not in ("http", "https"):
-        raise InvalidParameter("url", "url_scheme")
-    if "@" in parts.netloc:
-        raise InvalidParameter("url", "url_userinfo")
-    host = parts.hostname or ""
-    if not host:
-        raise InvalidParameter("url", "url_no_host")
-    if parts.fragment:
-        raise InvalidParameter("url", "url_fragment")
-    return Target(parts.scheme, host, port or (443 if parts.scheme == "https" else 80))
-
-
-def addresses(target: Target, allowed: Sequence[Network],
-              resolve: Resolver = system_resolver) -> list[Address]:
-    """The addresses the target's host stands for, every one of them allowed (D28): the
-    address itself for a literal, else what the resolver gives now. WebhookUrlNotAllowed
-    when any is refused, or the name does not resolve."""
-    literal = literal_address(target.host)
-    if literal is not None:
-        found = [literal]
-    else:
-        try:
-            found = [ipaddress.ip_address(a.split("%", 1)[0])
-                     for a in resolve(target.host, target.port)]
-        except (OSError, UnicodeError, ValueError):
-            raise WebhookUrlNotAllowed(f"The host {target.host} of the webhook URL does "
-                                       "not resolve.") from None
-    if not found:
-        raise WebhookUrlNotAllowed(f"The host {target.host} of the webhook URL does not "
-                                   "resolve.")
-    refused = [a for a in found if not address_allowed(a, allowed)]
-    if refused:
-        raise WebhookUrlNotAllowed(
-            f"The webhook URL reaches {refused[0]}, an address that is not public "
-            "(loopback, private, link-local, multicast, reserved or IPv4-mapped); the "
-            "service does not send there.")
-    return found
-
 
 def check_types(types: Any) -> tuple[str, ...]:
     """The message types an endpoint asks for, without repeats, in TYPES' order (empty:
@@ -422,14 +299,15 @@ def endpoints(store: Store, key_id: int | None) -> list[WebhookEndpoint]:
 
 
 def create(store: Store, key_id: int | None, url: Any, types: Any = None,
-           description: Any = None, allowed: Sequence[Network] = (),
-           resolve: Resolver = system_resolver) -> tuple[WebhookEndpoint, str]:
+           description: Any = None, allowed: Sequence[webhook_urls.Network] = (),
+           resolve: webhook_urls.Resolver = webhook_urls.system_resolver,
+           ) -> tuple[WebhookEndpoint, str]:
     """A new endpoint of the key, and its secret (shown this once). It receives the
     changes committed from now on."""
-    target = check_url(url)
+    target = webhook_urls.check_url(url)
     chosen = check_types(types)
     text = _description(description)
-    addresses(target, allowed, resolve)
+    webhook_urls.addresses(target, allowed, resolve)
     secret = new_secret()
     # After every change committed so far: the orders and pets at the revision's position
     # are before (position, "pet", the largest id). A key has at most MAX_PER_KEY; the
@@ -441,7 +319,8 @@ def create(store: Store, key_id: int | None, url: Any, types: Any = None,
 
 
 def update(store: Store, key_id: int | None, endpoint_id: int, changes: dict[str, Any],
-           allowed: Sequence[Network] = (), resolve: Resolver = system_resolver,
+           allowed: Sequence[webhook_urls.Network] = (),
+           resolve: webhook_urls.Resolver = webhook_urls.system_resolver,
            now: float | None = None) -> WebhookEndpoint:
     """Change an endpoint's url, types, description or enabled. Enabling a disabled one
     goes on from its place in the feed, at once: nothing is skipped."""
@@ -452,7 +331,7 @@ def update(store: Store, key_id: int | None, endpoint_id: int, changes: dict[str
                                {"known": ["url", "types", "description", "enabled"]})
     stored: dict[str, Any] = {}
     if "url" in changes:
-        addresses(check_url(changes["url"]), allowed, resolve)
+        webhook_urls.addresses(webhook_urls.check_url(changes["url"]), allowed, resolve)
         stored["url"] = changes["url"]
     if "types" in changes:
         stored["types"] = check_types(changes["types"])

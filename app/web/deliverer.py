@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from app.core import metrics, webhooks
+from app.core import metrics, webhook_urls, webhooks
 from app.core.config import Settings
 from app.core.logs import configure_logging
 from app.core.orders import format_unix_time
@@ -67,7 +67,7 @@ class Deliverer:
         self.store, self.settings, self.watch, self.clock = store, settings, watch, clock
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.lease = settings.webhook_lease_seconds
-        self.allowed = webhooks.networks(settings.webhook_allowed_networks)
+        self.allowed = webhook_urls.networks(settings.webhook_allowed_networks)
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self.sender: Sender | None = None
         self.pool: HandlerThreads | None = None

@@ -26,7 +26,7 @@ from werkzeug.routing import Rule
 
 from app.console.blueprint import PUBLIC, stages_of
 from app.console.guard import FORM_COOKIE, SESSION_COOKIE
-from app.core import keys, webhooks
+from app.core import keys, webhook_urls, webhooks
 from app.core.config import Settings
 from app.core.storage import Store
 from app.core.users import sessions
@@ -291,7 +291,7 @@ def test_no_hostile_input_to_any_console_route_is_a_5xx_or_a_traceback(
     store.import_pets(CATALOGUE)
     keys.create(store, plan="free", name="warehouse", per_minute=None, per_day=None)
     webhooks.create(store, None, "http://127.0.0.1:9/", None, "shop",
-                    webhooks.networks("127.0.0.0/8"))
+                    webhook_urls.networks("127.0.0.0/8"))
     with app.test_client() as client:
         console = Console(app, client, store, owner)
         known = console.read()

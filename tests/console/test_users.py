@@ -15,7 +15,7 @@ import pyotp
 import pytest
 
 from app.console.blueprint import OWNER, PUBLIC, STAFF, access_of
-from app.core import keys, webhooks
+from app.core import keys, webhook_urls, webhooks
 from app.core.errors import SignInFailed, UserRefused
 from app.core.storage import Store
 from app.core.users import accounts, sessions
@@ -101,7 +101,7 @@ def test_staff_are_refused_every_owners_page_and_nothing_changes(
         staff: Visitor, app: PetstoreApp, store: Store) -> None:
     keys.create(store, plan="free", name="warehouse", per_minute=None, per_day=None)
     webhooks.create(store, None, "http://127.0.0.1:9/", None, "shop",
-                    webhooks.networks("127.0.0.0/8"))
+                    webhook_urls.networks("127.0.0.0/8"))
     sam = store.console_user("sam")
     assert sam is not None
     before = _state(store)

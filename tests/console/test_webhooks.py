@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from markupsafe import escape
 
-from app.core import feed, webhooks
+from app.core import feed, webhook_urls, webhooks
 from app.core.config import Settings
 from app.core.orders import utc_now
 from app.core.storage import Store
@@ -29,7 +29,7 @@ from tests.console.conftest import ORDERS, Visitor, cell, form_key, row
 from tests.receivers import Receiver, receiving
 from tests.support import make_key
 
-LOOPBACK = webhooks.networks("127.0.0.0/8")
+LOOPBACK = webhook_urls.networks("127.0.0.0/8")
 
 
 @pytest.fixture

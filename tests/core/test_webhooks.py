@@ -11,14 +11,14 @@ import orjson
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from app.core import webhooks
+from app.core import webhook_urls, webhooks
 from app.core.errors import InvalidParameter, WebhookUrlNotAllowed
 from app.core.storage.records import Change, WebhookEndpoint
 
-LOOPBACK = webhooks.networks("127.0.0.0/8")
+LOOPBACK = webhook_urls.networks("127.0.0.0/8")
 
 
-def _resolver(table: dict[str, list[str]]) -> webhooks.Resolver:
+def _resolver(table: dict[str, list[str]]) -> webhook_urls.Resolver:
     def resolve(host: str, port: int) -> list[str]:
         if host not in table:
             raise OSError("no such name")
@@ -41,18 +41,19 @@ PUBLIC = _resolver({"hooks.example.com": ["93.184.215.14"],
 ])
 def test_a_url_that_reaches_a_refused_address_is_not_allowed(url: str) -> None:
     with pytest.raises(WebhookUrlNotAllowed):
-        webhooks.addresses(webhooks.check_url(url), (), PUBLIC)
+        webhook_urls.addresses(webhook_urls.check_url(url), (), PUBLIC)
 
 
 def test_a_public_name_is_allowed_and_an_allowed_network_opens_loopback() -> None:
-    target = webhooks.check_url("https://hooks.example.com/in")
-    assert webhooks.addresses(target, (), PUBLIC) == [ipaddress.ip_address("93.184.215.14")]
+    target = webhook_urls.check_url("https://hooks.example.com/in")
+    assert webhook_urls.addresses(target, (), PUBLIC) == [ipaddress.ip_address("93.184.215.14")]
     assert target.port == 443
-    loop = webhooks.check_url("http://127.0.0.1:8123/")
-    assert webhooks.addresses(loop, LOOPBACK, PUBLIC)
+    loop = webhook_urls.check_url("http://127.0.0.1:8123/")
+    assert webhook_urls.addresses(loop, LOOPBACK, PUBLIC)
     # An IPv4-mapped address stays refused: 127.0.0.0/8 is an IPv4 network.
     with pytest.raises(WebhookUrlNotAllowed):
-        webhooks.addresses(webhooks.check_url("http://[::ffff:127.0.0.1]/"), LOOPBACK, PUBLIC)
+        webhook_urls.addresses(webhook_urls.check_url("http://[::ffff:127.0.0.1]/"), LOOPBACK,
+                               PUBLIC)
 
 
 @pytest.mark.parametrize(("url", "says"), [
@@ -63,7 +64,7 @@ def test_a_public_name_is_allowed_and_an_allowed_network_opens_loopback() -> Non
 ])
 def test_a_malformed_url_is_refused_naming_the_problem(url: object, says: str) -> None:
     with pytest.raises(InvalidParameter) as raised:
-        webhooks.check_url(url)
+        webhook_urls.check_url(url)
     assert raised.value.name == "url" and says in raised.value.message
 
 

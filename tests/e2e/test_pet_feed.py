@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
-from app.core import pets, webhooks
+from app.core import pets, webhook_urls, webhooks
 from app.core.errors import PetNotWithdrawn, StockBelowReserved
 from app.core.storage import Store
 from tests.e2e.test_feed import Reader, call, follow_writers, key, two_servers
@@ -126,7 +126,7 @@ def test_a_storefront_s_mirror_and_its_webhooks_equal_the_catalogue_after_300_ch
             kind, tmp_path, postgres_url, webhook_allowed_networks="127.0.0.0/8",
             webhook_lease_seconds="3") as (servers, store, by_hand):
         endpoint, secret = webhooks.create(store, None, receiver.url, list(webhooks.PET_TYPES),
-                                           None, webhooks.networks("127.0.0.0/8"))
+                                           None, webhook_urls.networks("127.0.0.0/8"))
         auth = key(servers[0])
         storefront = Reader(servers, auth, PET_FEED, "pets", limit=5)
         made = follow_writers(storefront, [Writer(f"w{i}", servers[i % len(servers)], auth,

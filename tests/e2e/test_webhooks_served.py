@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core import webhooks
+from app.core import webhook_urls, webhooks
 from app.core.config import Settings
 from app.core.storage import open_store
 from tests.receivers import Received, receiving
@@ -49,7 +49,7 @@ def test_a_worker_killed_mid_attempt_leaves_the_same_message_to_another(
         try:
             webhooks.create(store, None, receiver.url,
                             None if subject == "order" else ["pet.created"], None,
-                            webhooks.networks("127.0.0.0/8"))
+                            webhook_urls.networks("127.0.0.0/8"))
             if subject == "order":
                 store.import_orders([{"id": 1, "petId": 1, "quantity": 1}])
             else:
@@ -81,7 +81,7 @@ def test_a_deliverer_of_its_own_delivers_while_the_workers_do_not(tmp_path: Path
         store = open_store(Settings(database=str(tmp_path / "petstore.db")))
         try:
             endpoint, _ = webhooks.create(store, None, receiver.url, None, None,
-                                          webhooks.networks("127.0.0.0/8"))
+                                          webhook_urls.networks("127.0.0.0/8"))
             store.import_orders([{"id": 1, "petId": 1, "quantity": 1}])
             deliverer = subprocess.Popen(
                 [*PETSTORE, "webhooks", "deliver"], env={**server.env, **allowed},

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from app.core import orders, pets, webhooks
+from app.core import orders, pets, webhook_urls, webhooks
 from app.core.config import Settings
 from app.core.errors import StoreUnavailable
 from app.core.storage import Store, open_store
@@ -99,7 +99,7 @@ def _endpoint(store: Store, url: str, types: tuple[str, ...] = ()) -> tuple[Webh
                                                                             str]:
     """An endpoint as the operator adds one (no key), from now on."""
     return webhooks.create(store, None, url, list(types), None,
-                           webhooks.networks("127.0.0.0/8"))
+                           webhook_urls.networks("127.0.0.0/8"))
 
 
 def _seed(store: Store, *ids: int) -> None:

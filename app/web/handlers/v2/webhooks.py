@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 from connexion.lifecycle import ConnexionResponse
 
-from app.core import problems, webhooks
+from app.core import problems, webhook_urls, webhooks
 from app.core.errors import InvalidParameter
 from app.outbound import send_test
 from app.web.handlers import json_response, no_content, request_path, services
@@ -32,8 +32,8 @@ def _object(body: Any) -> dict[str, Any]:
     raise InvalidParameter(problems.BODY, "type", {"type": "object"})
 
 
-def _allowed() -> tuple[webhooks.Network, ...]:
-    return webhooks.networks(services().settings.webhook_allowed_networks)
+def _allowed() -> tuple[webhook_urls.Network, ...]:
+    return webhook_urls.networks(services().settings.webhook_allowed_networks)
 
 
 def create_webhook_endpoint(body: dict[str, Any], token_info: dict[str, Any]) -> ConnexionResponse:

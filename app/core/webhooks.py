@@ -3,10 +3,11 @@
 
 - Endpoints: a URL (http or https, no userinfo, at most 2,048 characters) whose host may
   only be a global address, or one inside PETSTORE_WEBHOOK_ALLOWED_NETWORKS
-  (app/core/webhook_urls.py), checked at creation and at every attempt; the types it wants (of TYPES; every order's
-  type when none, as before the pets had any); a secret, `whsec_` and the base64 of 32
-  random bytes, shown once. Each belongs to the API key that made it; a key sees only its
-  own, at most MAX_PER_KEY of them. The operator (key None) sees all.
+  (app/core/webhook_urls.py), checked at creation and at every attempt; the types it
+  wants (of TYPES; every order's type when none, as before the pets had any); a secret,
+  `whsec_` and the base64 of 32 random bytes, shown once. Each belongs to the API key
+  that made it; a key sees only its own, at most MAX_PER_KEY of them. The operator (key
+  None) sees all.
 - Messages: `{"type", "timestamp", "data"}`, data the order or the pet as v2 answers it,
   signed by the Standard Webhooks scheme (the standardwebhooks package); during a
   rotation's grace, with both secrets. The type is the kind of the order's or pet's last

@@ -56,14 +56,22 @@ def cursor(read: Changes, position: int, order_id: int, kind: str = ORDERS) -> s
     return seal([kind, _era(read, position), position, order_id])
 
 
-def _position(after: str, kind: str) -> tuple[str, int, int]:
-    """The era, position and id a cursor of this feed carries, if it is intact."""
+def _position(after: str, *kinds: str) -> tuple[str, str, int, int]:
+    """The feed, era, position and id a cursor of one of these feeds carries, if it is
+    intact."""
     edited = InvalidParameter("after", "cursor_edited")
     values = unseal(after, edited)
-    if (len(values) != 4 or values[0] != kind or not isinstance(values[1], str)
+    if (len(values) != 4 or values[0] not in kinds or not isinstance(values[1], str)
             or not all(isinstance(v, int) and not isinstance(v, bool) for v in values[2:])):
         raise edited
-    return values[1], values[2], values[3]
+    return values[0], values[1], values[2], values[3]
+
+
+def _given_here(read: Changes, era: str, position: int) -> None:
+    """ResyncRequired unless this database, as read, could have given a cursor of that era
+    at that position (D26): not another database's, nor one from past a restored backup."""
+    if position > read.revision or _era(read, position) != era:
+        raise ResyncRequired()
 
 
 def _read(store: Store, kind: str) -> Callable[[tuple[int, int] | None, int], Changes]:
@@ -75,12 +83,8 @@ def resume_point(store: Store, after: str) -> tuple[str, int, int]:
     if this database gave it as it is now: InvalidParameter for an edited one,
     ResyncRequired for another database's (D26). A webhook endpoint's replay starts there
     (D28, D39)."""
-    kind = PETS if unseal(after, InvalidParameter("after", "cursor_edited"))[:1] == [
-        PETS] else ORDERS
-    era, position, item_id = _position(after, kind)
-    read = _read(store, kind)((position, item_id), 1)
-    if position > read.revision or _era(read, position) != era:
-        raise ResyncRequired()
+    kind, era, position, item_id = _position(after, ORDERS, PETS)
+    _given_here(_read(store, kind)((position, item_id), 1), era, position)
     return kind, position, item_id
 
 
@@ -92,12 +96,10 @@ def changes(store: Store, after: str | None = None, limit: int = LIMIT_DEFAULT,
     if not 1 <= limit <= LIMIT_MAX:
         raise InvalidParameter("limit", "type",
                                {"type": "integer", "minimum": 1, "maximum": LIMIT_MAX})
-    since = _position(after, kind) if after else None
+    since = _position(after, kind)[1:] if after else None
     read = _read(store, kind)(since[1:] if since else None, limit)
     if since is not None:
-        era, position, _ = since
-        if position > read.revision or _era(read, position) != era:
-            raise ResyncRequired()
+        _given_here(read, since[0], since[1])
     if read.rows:
         _, position, item_id = read.rows[-1]
         following = cursor(read, position, item_id, kind)

@@ -123,9 +123,11 @@ def test_a_cursor_of_the_orders_feed_an_edited_one_or_another_database_s_is_refu
     cursor = _changes(client, auth)["next"]
     orders_cursor = client.get(ORDER_FEED, headers=auth).json()["next"]
     for after in (orders_cursor, cursor[:-1], cursor[:10] + "x" + cursor[11:]):
-        body = assert_error(client.get(PET_FEED, params={"after": after}, headers=auth), 400,
-                            "invalid_request")
-        assert "after" in body["message"]
+        refused = client.get(PET_FEED, params={"after": after}, headers=auth)
+        body = assert_error(refused, 400, "invalid_request")
+        assert body["param"] == "after" and "after" in body["message"]
+        for header in RATE_HEADERS:
+            assert header in refused.headers
     # And the other way: a pet feed's cursor is not the orders feed's.
     assert_error(client.get(ORDER_FEED, params={"after": cursor}, headers=auth), 400,
                  "invalid_request")
@@ -141,6 +143,8 @@ def test_a_cursor_of_the_orders_feed_an_edited_one_or_another_database_s_is_refu
     with create_app(other_settings).test_client() as other_client:
         refused = other_client.get(PET_FEED, params={"after": cursor}, headers=other_auth)
     assert_error(refused, 410, "resync_required")
+    for header in RATE_HEADERS:
+        assert header in refused.headers
     other.dispose()
 
 

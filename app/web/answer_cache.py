@@ -13,8 +13,10 @@ how many Authorization headers it had, and the values of every request header a 
 the documents declares (If-None-Match): a conditional request is answered 304 by the
 handler, and that 304 is replayed to the same conditional request. A request with a body,
 a key the caller layer did not find valid, or a shape not yet seen goes the one way, and
-so does every request while the store cannot say its revision. The cache never validates,
-routes or refuses: what it has not seen answered, it does not answer.
+so does every request while the store cannot say its revision. A GET of a path that no
+kept operation serves (the feeds) goes the one way at once, without reading the revision.
+The cache never validates, routes or refuses: what it has not seen answered, it does not
+answer.
 
 What it keeps: a 200 answered in one piece with an ETag, or a 304, by a @kept operation
 that the documents do not deprecate (a deprecated operation's answer changes with the
@@ -28,6 +30,7 @@ for: a kept answer never carries one key's data to another.
 
 from __future__ import annotations
 
+import re
 from typing import Any, NamedTuple
 
 from cachetools import LRUCache
@@ -37,7 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.core.errors import StoreUnavailable
 from app.core.storage import Store
 from app.web.exchange import Exchange, exchange
-from app.web.routing import Operation, operation_by_id
+from app.web.routing import Operation, operation_by_id, path_pattern
 
 ENTRY_OVERHEAD = 256  # bytes an answer's headers and key take, roughly, beside its body
 KEPT_STATUSES = (200, 304)
@@ -88,6 +91,15 @@ class AnswerCache:
         self.kept: LRUCache[Shape, Kept] = LRUCache(
             maxsize=max(max_bytes, 1), getsizeof=lambda kept: len(kept.body) + ENTRY_OVERHEAD)
         self.operations: dict[str, Operation] = operation_by_id()
+        # The paths a kept GET serves: any other GET (a feed, a webhook's attempts) could
+        # never be replayed, so it goes the one way without a read of the revision (a
+        # round trip to PostgreSQL). Matched at the path's end, under any root path; a
+        # path matched wrongly only costs that read, as the cache still replays nothing
+        # it has not seen answered.
+        kept_paths = "|".join(sorted(
+            path_pattern(self.operations[operation].template) for operation in kept
+            if self.operations[operation].method == "GET"))
+        self.kept_paths = re.compile(f"(?:{kept_paths})\\Z" if kept_paths else "(?!)")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         shape = self._shape(scope) if self.max_bytes > 0 else None
@@ -135,8 +147,10 @@ class AnswerCache:
         await send({"type": "http.response.body", "body": body})
 
     def _shape(self, scope: Scope) -> Shape | None:
-        """The shape of a GET by a valid key without a body; None for any other request."""
-        if scope["type"] != "http" or scope["method"] != "GET":
+        """The shape of a GET of a kept operation's path by a valid key without a body;
+        None for any other request."""
+        if (scope["type"] != "http" or scope["method"] != "GET"
+                or not self.kept_paths.search(scope["path"])):
             return None
         key = exchange(scope).key
         if key is None:

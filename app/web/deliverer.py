@@ -56,6 +56,11 @@ CLAIM_MAX = 200  # endpoints one claim may take
 READ_AHEAD = 100  # changes read at once after an endpoint's place
 IDLE_SECONDS = 2.0  # a task with nothing to send looks at its endpoint again this often
 RETRY_POLL_SECONDS = 0.25  # a task waiting to retry looks at the clock this often
+# An endpoint is sent one pet at most this often (D39): a pet that changes again sooner is
+# read again when the time is up and sent as it is then, so a flash sale of one pet costs
+# a receiver, and the worker that serves the sale, ten messages a second, not one a place.
+# Other pets and orders are not held back by it but for those behind it in the feed.
+PET_PACE_SECONDS = 0.1
 PRUNE_SECONDS = 3600.0  # how often the attempts log is pruned
 
 
@@ -214,6 +219,12 @@ class Deliverer:
             assert ahead.revision is not None  # an empty read reads the revision
             await self.watch.passed(ahead.revision, IDLE_SECONDS)
             return True
+        if change.of == "pet":
+            early = ahead.pet_sent(change.item_id)
+            if early > 0:  # read again when the pace allows: the pet as it is then
+                ahead.changes = []
+                await asyncio.sleep(early)
+                return True
         since = self.behind.setdefault(endpoint_id, time.time())
         metrics.WEBHOOK_LAG.labels(str(endpoint_id)).set(time.time() - since)
         self.sending.add(endpoint_id)
@@ -333,13 +344,27 @@ class Recorder:
 class Ahead:
     """An endpoint task's changes read ahead: those after the place `after`, and, when a
     read found none, the revision read before it (a task with nothing to send waits for a
-    later one); and the endpoint as its last attempt's write left it, for the next step."""
+    later one); the endpoint as its last attempt's write left it, for the next step; and
+    when it last sent each pet lately (PET_PACE_SECONDS)."""
 
     def __init__(self) -> None:
         self.endpoint: WebhookEndpoint | None = None
         self.after: Place | None = None
         self.changes: list[Change] = []
         self.revision: int | None = None
+        self.pets_sent: dict[int, float] = {}  # pet id -> when last sent (monotonic)
+
+    def pet_sent(self, pet_id: int) -> float:
+        """How long the pet must wait for its pace (0: none, and it is noted sent now)."""
+        now = time.monotonic()
+        if len(self.pets_sent) > 100:  # those past their pace are forgotten
+            self.pets_sent = {pet: at for pet, at in self.pets_sent.items()
+                              if now - at < PET_PACE_SECONDS}
+        sent = self.pets_sent.get(pet_id)
+        early = 0.0 if sent is None else sent + PET_PACE_SECONDS - now
+        if early <= 0:
+            self.pets_sent[pet_id] = now
+        return max(early, 0.0)
 
 
 def _seen(changes: list[Change]) -> tuple[tuple[int, bool, bool], ...]:

@@ -113,10 +113,16 @@ def _paths() -> tuple[tuple[re.Pattern[str], str], ...]:
             methods = {m.upper() for m in item if m in METHODS}
             if "GET" in methods:
                 methods.add("HEAD")
-            pattern = "".join("[^/]+" if part.startswith("{") else re.escape(part)
-                              for part in re.split(r"(\{[^}]+\})", api.base_path + template))
-            paths.append((re.compile(pattern + r"\Z"), ", ".join(sorted(methods))))
+            paths.append((re.compile(path_pattern(api.base_path + template) + r"\Z"),
+                          ", ".join(sorted(methods))))
     return tuple(paths)
+
+
+def path_pattern(template: str) -> str:
+    """A regular expression of the paths a template names ("/v2/pets/{petId}"): each
+    parameter one segment, as Starlette's router matches it."""
+    return "".join("[^/]+" if part.startswith("{") else re.escape(part)
+                   for part in re.split(r"(\{[^}]+\})", template))
 
 
 def allowed_methods(path: str) -> str | None:

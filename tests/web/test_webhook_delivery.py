@@ -17,6 +17,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from app.core import orders, pets, webhook_urls, webhooks
@@ -24,7 +25,7 @@ from app.core.config import Settings
 from app.core.errors import StoreUnavailable
 from app.core.storage import Store, open_store
 from app.core.storage.records import WebhookEndpoint
-from app.web.deliverer import Deliverer
+from app.web.deliverer import PET_PACE_SECONDS, Deliverer
 from app.web.longpoll import RevisionWatch
 from tests.receivers import Received, receiving
 from tests.support import wait_until
@@ -233,6 +234,39 @@ def test_a_crossing_is_one_from_what_the_endpoint_last_read_whatever_came_betwee
         read_up_to_now()
         assert [m["type"] for m in receiver.verified(secret)] == [
             "pet.out_of_stock", "pet.back_in_stock"]
+
+
+def test_a_pet_that_changes_faster_than_the_pace_is_sent_as_it_is_at_most_that_often(
+        store: Store, database: str) -> None:
+    """D39: a pet changing without pause (a flash sale) is sent to an endpoint at most once
+    every PET_PACE_SECONDS, each message the pet as it is when read, the last one as it is
+    now; another pet changed meanwhile is sent too, all in feed order."""
+    store.import_pets([{"id": 7, "name": "Rex", "stock": 1_000_000},
+                       {"id": 8, "name": "Fido", "stock": 3}])
+    with receiving() as receiver:
+        _, secret = _endpoint(store, receiver.url, tuple(webhooks.PET_TYPES))
+        with delivering(store, _settings(database)):
+            changes = 0
+            until = time.monotonic() + 1.0
+            while time.monotonic() < until:  # a second of changes of Rex, one after another
+                pets.adjust(store, 7, -1, None, 1, f"sale-{changes}")
+                changes += 1
+                if changes == 20:
+                    pets.update(store, 8, {"name": "Fido II"})
+            final = orjson.loads(store.pet_json(7)[0])
+            got = receiver.wait_until(lambda got: any(
+                r.message["data"] == final for r in got), timeout=10)
+        _in_feed_order(got)
+        messages = receiver.verified(secret)
+        assert {m["data"]["id"] for m in messages} == {7, 8}
+        assert [m["data"]["name"] for m in messages if m["data"]["id"] == 8] == ["Fido II"]
+        rex = [r.at for r in got if r.message["data"]["id"] == 7]
+        # Sent at least the pace apart: over the span of their arrivals (a tenth of a second
+        # allowed for the loopback's delays), no more than the pace lets through; sent as
+        # each change came, they would be one every few milliseconds.
+        assert len(rex) <= (rex[-1] - rex[0] + PET_PACE_SECONDS) / PET_PACE_SECONDS + 1, (
+            f"{len(rex)} messages of one pet in {rex[-1] - rex[0]:.2f} s of {changes} changes")
+        assert changes > 2 * len(rex)
 
 
 def test_order_holds_under_300_changes_from_two_writers(

@@ -288,15 +288,16 @@ class SqlStore:
                 break
         return rows
 
-    def _changes_page(self, after: tuple[int, int] | None,
-                      of: str = "orders") -> tuple[str, tuple[Any, ...]]:
+    def _changes_page(self, after: tuple[int, int] | None, of: str = "orders",
+                      more: str = "") -> tuple[str, tuple[Any, ...]]:
         """The SELECT of a page of a feed (of "orders", D26, or "pets", D39) after a
-        position (its limit the last parameter), and its parameters but the limit: a range
-        of the table's (position, id) index."""
+        position (its limit the last parameter), its columns the item's JSON, position and
+        id (then more, when given), and its parameters but the limit: a range of the
+        table's (position, id) index."""
         p = self.PARAM
         where = f" WHERE (position, id) > ({p}, {p})" if after else ""
         json = self.ORDER_JSON if of == "orders" else self.PET_JSON
-        return (f"SELECT {json}, position, id FROM {of}{where} "
+        return (f"SELECT {json}, position, id{more} FROM {of}{where} "
                 f"ORDER BY position, id LIMIT {p}", after or ())
 
     def order_changes(self, after: tuple[int, int] | None, limit: int) -> Changes:

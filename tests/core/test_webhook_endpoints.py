@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
-from app.core import orders, webhook_urls, webhooks
-from app.core.errors import InvalidParameter, WebhookEndpointNotFound
+from app.core import feed, orders, webhook_urls, webhooks
+from app.core.errors import InvalidParameter, WebhookEndpointNotFound, WebhookUrlNotAllowed
 from app.core.orders import format_unix_time
 from app.core.paging import seal
 from app.core.storage import Store
@@ -182,6 +182,87 @@ def test_a_deliveries_cursor_not_given_for_this_endpoints_pages_is_refused(
                    seal(["deliveries", endpoint.id, 2, 0])):
         _refused(lambda c=cursor: webhooks.deliveries(store, None, endpoint.id, c, 1), "cursor",
                  "cursor is not one this service gave out (it was changed or cut short).")
+
+
+# a replay from a cursor, and an edit -----------------------------------------------------
+
+
+def test_a_replay_goes_on_after_a_cursor_of_either_feed_or_from_the_beginning(
+        store: Store) -> None:
+    store.import_pets([{"id": 7, "name": "Rex", "stock": 2}])
+    store.import_orders([{"id": 3, "petId": 7, "quantity": 1}])
+    endpoint = _endpoint(store)
+    store.update_webhook_endpoint(endpoint.id, {"attempt": 2, "next_attempt_at": NOW})
+    cases = [(feed.changes(store, None, 1, kind).next, kind) for kind in (feed.ORDERS,
+                                                                           feed.PETS)]
+    for cursor, kind in cases:
+        of, position, item = feed.resume_point(store, cursor)
+        assert of == kind
+        replayed = webhooks.replay(store, None, endpoint.id, cursor)
+        assert replayed.place == (position, "order" if kind == feed.ORDERS else "pet", item)
+        assert (replayed.attempt, replayed.next_attempt_at) == (0, None)
+    assert webhooks.replay(store, None, endpoint.id, None).place == (-1, "order", 0)
+
+
+@pytest.mark.parametrize(("after", "name", "sentence"), [
+    ("", "after", "after must be a string of text."),
+    ("x" * 1025, "after", "after must be a string of text."),
+    (5, "after", "after must be a string of text."),
+    ("x" * 1024, "after", "after is not one this service gave out (it was changed or cut "
+                          "short)."),
+    ("bm90IGEgY3Vyc29y", "after", "after is not one this service gave out (it was changed "
+                                  "or cut short)."),
+])
+def test_a_replay_from_a_cursor_not_given_here_is_refused(store: Store, after: Any,
+                                                          name: str, sentence: str) -> None:
+    endpoint = _endpoint(store)
+    _refused(lambda: webhooks.replay(store, None, endpoint.id, after), name, sentence)
+    assert store.get_webhook_endpoint(endpoint.id) == endpoint
+
+
+def test_an_edit_names_the_first_member_it_does_not_know(store: Store) -> None:
+    endpoint = _endpoint(store)
+    _refused(lambda: webhooks.update(store, None, endpoint.id, {"zeta": 1, "beta": 2,
+                                                                  "url": "x"}),
+             "beta", "beta is not a member of this request body; its members are url, "
+                     "types, description, enabled.")
+    assert store.get_webhook_endpoint(endpoint.id) == endpoint
+
+
+def test_an_edited_url_is_checked_as_a_new_one_is(store: Store) -> None:
+    endpoint = _endpoint(store)
+    with pytest.raises(WebhookUrlNotAllowed):
+        webhooks.update(store, None, endpoint.id, {"url": "http://10.0.0.1/hooks"}, LOOPBACK)
+    with pytest.raises(WebhookUrlNotAllowed):  # loopback, but not allowed here
+        webhooks.update(store, None, endpoint.id, {"url": "http://127.0.0.1:8/hooks"})
+    assert store.get_webhook_endpoint(endpoint.id) == endpoint
+    moved = webhooks.update(store, None, endpoint.id, {"url": "http://127.0.0.1:8/in"},
+                            LOOPBACK)
+    assert moved.url == "http://127.0.0.1:8/in"
+
+
+def test_an_endpoint_is_shown_with_its_failures_and_its_rotation_only_when_it_has_them(
+        store: Store) -> None:
+    endpoint = _endpoint(store)
+    plain = {"id": endpoint.id, "url": "http://127.0.0.1:9/hooks",
+             "types": [], "description": "", "enabled": True,
+             "createdAt": endpoint.created_at}
+    assert webhooks.view(endpoint) == plain
+    at = format_unix_time(NOW)
+    failing = store.update_webhook_endpoint(endpoint.id, {
+        "attempt": 3, "next_attempt_at": NOW, "disabled_reason": "an old reason"})
+    assert failing is not None and webhooks.view(failing) == {
+        **plain, "failingAttempts": 3, "nextAttemptAt": at}
+    disabled = store.update_webhook_endpoint(endpoint.id, {
+        "enabled": False, "disabled_reason": "the receiver answered 410 Gone",
+        "next_attempt_at": None})
+    assert disabled is not None and webhooks.view(disabled) == {
+        **plain, "enabled": False, "disabledReason": "the receiver answered 410 Gone",
+        "failingAttempts": 3}
+    rotated, _ = webhooks.rotate(store, None, endpoint.id, 60, now=NOW)
+    assert webhooks.view(rotated)["previousSecretUntil"] == format_unix_time(NOW + 60)
+    stopped = store.update_webhook_endpoint(endpoint.id, {"previous_until": None})
+    assert stopped is not None and "previousSecretUntil" not in webhooks.view(stopped)
 
 
 # a replay of what was attempted since a moment ----------------------------------------

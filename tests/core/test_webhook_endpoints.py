@@ -391,3 +391,28 @@ def test_the_system_resolver_gives_each_address_of_a_name_once() -> None:
     found = webhook_urls.system_resolver("localhost", 443)
     assert found and len(found) == len(set(found))
     assert all(ipaddress.ip_address(address).is_loopback for address in found)
+
+
+# a description, and the log's pruning --------------------------------------------------
+
+
+def test_a_description_is_text_of_at_most_its_length(store: Store) -> None:
+    assert _endpoint(store).description == ""
+    made = webhooks.create(store, None, "http://127.0.0.1:9/", [], "x" * 500, LOOPBACK)[0]
+    assert made.description == "x" * 500
+    for description in ("x" * 501, 5, ["x"]):
+        _refused(lambda d=description: webhooks.create(store, None, "http://127.0.0.1:9/",
+                                                        [], d, LOOPBACK),
+                 "description", "description must be at most 500 characters long.")
+    assert [e.id for e in webhooks.endpoints(store, None)] == [1, 2]
+
+
+def test_the_attempts_log_forgets_what_is_older_than_its_days(store: Store) -> None:
+    endpoint = _endpoint(store)
+    _attempt(store, endpoint, "msg_1_1", "2026-11-21T09:59:59Z")
+    _attempt(store, endpoint, "msg_1_2", "2026-11-22T10:00:00Z")
+    _attempt(store, endpoint, "msg_1_3", "2026-11-29T09:00:00Z")
+    now = dt.datetime(2026, 11, 29, 10, tzinfo=dt.UTC)
+    assert webhooks.prune(store, 7, now) == 1
+    page, _ = webhooks.deliveries(store, None, endpoint.id)
+    assert [attempt.webhook_id for attempt in page] == ["msg_1_3", "msg_1_2"]

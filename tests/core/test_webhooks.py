@@ -3,9 +3,12 @@ refused, the retry schedule, the message and its signatures."""
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
 import ipaddress
 import re
 import time
+from collections.abc import Iterator
 
 import orjson
 import pytest
@@ -156,3 +159,57 @@ def test_a_pet_s_crossing_is_one_from_what_the_endpoint_last_read(
     endpoint last read; anything else is the kind of the pet's last change."""
     change = Change("{}", 9, 7, kind, "pet", state, seen)
     assert webhooks.message_type(change) == sent
+
+
+@pytest.fixture
+def five_hours_behind(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The machine's local time zone five hours behind UTC: a rule that read a naive
+    local time as UTC would be five hours out."""
+    monkeypatch.setenv("TZ", "EST+5")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_a_retry_after_date_without_a_zone_is_utc_and_one_past_is_no_wait(
+        five_hours_behind: None) -> None:
+    now = 1445412480.0  # Wed, 21 Oct 2015 07:28:00 GMT
+    assert webhooks.retry_after("Wed, 21 Oct 2015 07:29:00 -0000", now) == 60
+    assert webhooks.retry_after("Wed, 21 Oct 2015 07:27:00 GMT", now) == 0.0
+    assert webhooks.retry_after(" 30 ", now) == 30
+    assert webhooks.retry_after("999999", now) == 86_400
+
+
+@pytest.mark.parametrize(("outcome", "says"), [
+    (webhooks.Outcome(300), "answered 300 (redirects are not followed)"),
+    (webhooks.Outcome(399), "answered 399 (redirects are not followed)"),
+    (webhooks.Outcome(400), "answered 400"),
+    (webhooks.Outcome(299), "answered 299"),
+    (webhooks.Outcome(None, error="refused"), "refused"),
+])
+def test_a_failure_says_why_in_a_few_words(outcome: webhooks.Outcome, says: str) -> None:
+    assert outcome.failure() == says
+
+
+def test_the_headers_of_a_message_are_the_standard_ones(five_hours_behind: None) -> None:
+    endpoint = WebhookEndpoint(1, None, "http://127.0.0.1/", (), "", True, None,
+                               webhooks.new_secret(), None, None, 0, 0, None, None, 0,
+                               None, "2026-11-29T10:00:00Z")
+    body = webhooks.message("order.placed", '{"id":1}', 1_800_000_000)
+    headers = webhooks.signed_headers(endpoint, "msg_1_2", body, 1_800_000_000.7)
+    assert set(headers) == {"webhook-id", "webhook-timestamp", "webhook-signature",
+                            "content-type"}
+    assert (headers["webhook-id"], headers["webhook-timestamp"], headers["content-type"]) == (
+        "msg_1_2", "1800000000", "application/json")
+    # Signed at the header's second, whatever the machine's time zone.
+    assert headers["webhook-signature"] == Webhook(endpoint.secret).sign(
+        "msg_1_2", dt.datetime.fromtimestamp(1_800_000_000, dt.UTC), body.decode())
+    secret = base64.b64decode(endpoint.secret.removeprefix("whsec_"))
+    assert len(secret) == 32
+
+
+def test_the_allowed_networks_are_a_comma_separated_list() -> None:
+    assert webhook_urls.networks(" 10.0.0.0/8, 127.0.0.1/8 ,, * ") == (
+        ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("127.0.0.0/8"))
+    assert webhook_urls.networks("*") == webhook_urls.networks("") == ()

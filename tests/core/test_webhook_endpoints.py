@@ -416,3 +416,70 @@ def test_the_attempts_log_forgets_what_is_older_than_its_days(store: Store) -> N
     assert webhooks.prune(store, 7, now) == 1
     page, _ = webhooks.deliveries(store, None, endpoint.id)
     assert [attempt.webhook_id for attempt in page] == ["msg_1_3", "msg_1_2"]
+
+
+# an edit --------------------------------------------------------------------------------
+
+
+def test_an_edit_changes_what_it_names_and_disabling_or_enabling_keeps_the_place(
+        store: Store) -> None:
+    endpoint = _endpoint(store)
+    edited = webhooks.update(store, None, endpoint.id, {
+        "description": "the warehouse", "types": ["order.placed", "pet.changed"]})
+    assert (edited.description, edited.types) == ("the warehouse",
+                                                  ("order.placed", "pet.changed"))
+    off = webhooks.update(store, None, endpoint.id, {"enabled": False})
+    assert (off.enabled, off.disabled_reason) == (False, "disabled by its owner")
+    store.update_webhook_endpoint(endpoint.id, {"attempt": 4, "next_attempt_at": NOW})
+    on = webhooks.update(store, None, endpoint.id, {"enabled": True})
+    assert (on.enabled, on.disabled_reason, on.attempt, on.next_attempt_at) == (
+        True, None, 0, None)
+    assert on.place == endpoint.place
+    again = webhooks.update(store, None, endpoint.id, {"enabled": True})  # no change
+    assert again == on
+    gone = store.update_webhook_endpoint(endpoint.id, {
+        "enabled": False, "disabled_reason": "the receiver answered 410 Gone"})
+    still = webhooks.update(store, None, endpoint.id, {"enabled": False})  # no change
+    assert still == gone
+
+
+@pytest.mark.parametrize(("changes", "name", "sentence"), [
+    ({"enabled": "yes"}, "enabled", "enabled must be true or false."),
+    ({"enabled": 1}, "enabled", "enabled must be true or false."),
+    ({"types": "order.placed"}, "types", "types must be a list of values."),
+    ({"types": ["order.placed", 5]}, "types", "types must be a list of values."),
+    ({"description": "x" * 501}, "description",
+     "description must be at most 500 characters long."),
+])
+def test_an_edit_refuses_a_value_of_the_wrong_kind(store: Store, changes: dict[str, Any],
+                                                   name: str, sentence: str) -> None:
+    endpoint = _endpoint(store)
+    _refused(lambda: webhooks.update(store, None, endpoint.id, changes), name, sentence)
+    assert store.get_webhook_endpoint(endpoint.id) == endpoint
+
+
+def test_an_edited_url_by_name_is_resolved_and_each_address_checked(store: Store) -> None:
+    endpoint = _endpoint(store)
+
+    def resolve(host: str, port: int) -> list[str]:
+        return {"hooks.example.com": ["93.184.215.14"], "inside.example.com": ["10.0.0.7"]}[host]
+
+    moved = webhooks.update(store, None, endpoint.id, {"url": "https://hooks.example.com/in"},
+                            (), resolve)
+    assert moved.url == "https://hooks.example.com/in"
+    with pytest.raises(WebhookUrlNotAllowed):
+        webhooks.update(store, None, endpoint.id, {"url": "https://inside.example.com/"}, (),
+                        resolve)
+
+
+def test_an_endpoint_deleted_while_it_is_edited_is_not_found(store: Store) -> None:
+    endpoint = _endpoint(store)
+    with pytest.raises(WebhookEndpointNotFound) as gone:
+        webhooks.update(Deleting(store), None, endpoint.id, {"description": "x"})
+    assert gone.value.endpoint_id == endpoint.id
+
+
+def test_a_replay_cursor_of_one_character_is_read_as_a_cursor(store: Store) -> None:
+    endpoint = _endpoint(store)
+    _refused(lambda: webhooks.replay(store, None, endpoint.id, "x"), "after",
+             "after is not one this service gave out (it was changed or cut short).")

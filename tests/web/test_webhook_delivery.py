@@ -20,12 +20,12 @@ from typing import Any
 import orjson
 import pytest
 
-from app.core import orders, pets, webhook_urls, webhooks
+from app.core import metrics, orders, pets, webhook_urls, webhooks
 from app.core.config import Settings
 from app.core.errors import StoreUnavailable
 from app.core.storage import Store, open_store
 from app.core.storage.records import WebhookEndpoint
-from app.web.deliverer import PET_PACE_SECONDS, Deliverer
+from app.web.deliverer import PET_PACE_SECONDS, Ahead, Deliverer
 from app.web.longpoll import RevisionWatch
 from tests.receivers import Received, receiving
 from tests.support import wait_until
@@ -116,6 +116,14 @@ def _retried(write: Callable[[], Any]) -> None:
             return False
         return True
     wait_until(done, message="the store stayed unavailable")
+
+
+def _counted(outcome: str) -> float:
+    """The attempts /metrics counts with this outcome (petstore_webhook_attempts_total),
+    in this process."""
+    return sum(sample.value for metric in metrics.WEBHOOK_ATTEMPTS.collect()
+               for sample in metric.samples
+               if sample.name.endswith("_total") and sample.labels == {"outcome": outcome})
 
 
 def _in_feed_order(got: list[Received]) -> None:
@@ -269,6 +277,27 @@ def test_a_pet_that_changes_faster_than_the_pace_is_sent_as_it_is_at_most_that_o
         assert changes > 2 * len(rex)
 
 
+def test_a_pets_pace_runs_from_its_last_message_and_is_kept_for_many_pets() -> None:
+    """D39: a pet waits for the pace counted from when it was last sent, however often it
+    was looked at meanwhile; each pet has a pace of its own, kept for a hundred pets and
+    more. (What a slow machine makes untestable, a late look or a late check, is not
+    asserted; nothing here can fail for being slow.)"""
+    ahead = Ahead()
+    assert ahead.pet_sent(7) == 0.0  # never sent: at once
+    sent = time.monotonic()  # it was noted sent before this
+    time.sleep(PET_PACE_SECONDS / 2)
+    looked = ahead.pet_sent(7)
+    assert 0 <= looked <= PET_PACE_SECONDS
+    wait_until(lambda: time.monotonic() >= sent + PET_PACE_SECONDS, 5)
+    if looked > 0:  # looked at within its pace, not sent then: its pace has passed now
+        assert ahead.pet_sent(7) == 0.0
+    began = time.monotonic()
+    assert all(ahead.pet_sent(pet) == 0.0 for pet in range(100, 302))
+    still = [ahead.pet_sent(100), ahead.pet_sent(301)]
+    if time.monotonic() - began < PET_PACE_SECONDS:
+        assert min(still) > 0
+
+
 def test_order_holds_under_300_changes_from_two_writers(
         store: Store, database: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="petstore.webhooks")
@@ -332,9 +361,11 @@ def test_failures_are_retried_on_the_schedule_then_disable_and_enabling_loses_no
                                    + [(500, {}, b"no")] * 8)
         endpoint, _ = _endpoint(store, receiver.url)
         _seed(store, 1)
+        refused = _counted("refused")
         with delivering(store, _settings(database, webhook_lease_seconds=1e6), clock):
             receiver.wait_for(1)
             wait_until(lambda: store.get_webhook_endpoint(endpoint.id).attempt == 1)
+            assert _counted("refused") == refused + 1
             # After 4 s nothing; after 5 s the second attempt.
             clock.advance(4)
             clock.looked_again()
@@ -363,14 +394,36 @@ def test_failures_are_retried_on_the_schedule_then_disable_and_enabling_loses_no
     store.dispose()
 
 
+def test_an_endpoint_leased_to_another_host_is_left_to_it(store: Store,
+                                                          database: str) -> None:
+    """D28: a deliverer sends only while it holds the endpoint's lease: once another host
+    holds it (and it has not run out), this one sends nothing more to it."""
+    clock = Clock()
+    with receiving() as receiver:
+        endpoint, _ = _endpoint(store, receiver.url)
+        with delivering(store, _settings(database), clock):
+            _seed(store, 1)
+            receiver.wait_for(1)
+            # Another host claims it at a moment past this one's lease (as this clock
+            # reads, the new lease has a long way to run).
+            assert [e.id for e in store.claim_webhook_endpoints(
+                "another host", clock.now + 60, clock.now + 3600, 10)] == [endpoint.id]
+            _seed(store, 2)
+            clock.looked_again()  # its claims, and its task's steps, since the change
+            assert [r.message["data"]["id"] for r in receiver.received] == [1]
+        assert store.get_webhook_endpoint(endpoint.id).lease_owner == "another host"
+
+
 def test_a_410_disables_the_endpoint_at_once_keeping_its_place(store: Store,
                                                                 database: str) -> None:
+    gone_before = _counted("gone")
     with receiving(answer=_failing([(410, {}, b"gone")])) as receiver:
         endpoint, _ = _endpoint(store, receiver.url)
         with delivering(store, _settings(database)):
             _seed(store, 1)
             receiver.wait_for(1)
             wait_until(lambda: not store.get_webhook_endpoint(endpoint.id).enabled)
+        assert _counted("gone") == gone_before + 1
         gone = store.get_webhook_endpoint(endpoint.id)
         assert gone.disabled_reason == "the receiver answered 410 Gone"
         assert (gone.position, gone.order_id) == (endpoint.position, endpoint.order_id)
@@ -567,6 +620,7 @@ def test_a_receiver_that_does_not_answer_in_time_is_retried_keeping_its_place(
     store = open_store(_settings(database))
     clock = Clock()
     release = threading.Event()
+    unanswered = _counted("no_answer")
     with receiving(answer=_held(release)) as receiver:
         endpoint, _ = _endpoint(store, receiver.url)
         _seed(store, 1)
@@ -579,6 +633,7 @@ def test_a_receiver_that_does_not_answer_in_time_is_retried_keeping_its_place(
                 (attempt,) = store.webhook_attempts(endpoint.id, None, 5)
                 assert (attempt.status, attempt.error) == (None, "no answer within 1 s")
                 assert attempt.duration_ms >= 1000
+                assert _counted("no_answer") == unanswered + 1
                 waiting = store.get_webhook_endpoint(endpoint.id)
                 assert waiting is not None and waiting.attempt == 1
                 assert (waiting.position, waiting.order_id) == (endpoint.position,

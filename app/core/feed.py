@@ -96,10 +96,12 @@ def changes(store: Store, after: str | None = None, limit: int = LIMIT_DEFAULT,
     if not 1 <= limit <= LIMIT_MAX:
         raise InvalidParameter("limit", "type",
                                {"type": "integer", "minimum": 1, "maximum": LIMIT_MAX})
-    since = _position(after, kind)[1:] if after else None
-    read = _read(store, kind)(since[1:] if since else None, limit)
-    if since is not None:
-        _given_here(read, since[0], since[1])
+    if after:
+        _, era, position, item_id = _position(after, kind)
+        read = _read(store, kind)((position, item_id), limit)
+        _given_here(read, era, position)
+    else:
+        read = _read(store, kind)(None, limit)
     if read.rows:
         _, position, item_id = read.rows[-1]
         following = cursor(read, position, item_id, kind)

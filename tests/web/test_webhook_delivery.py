@@ -405,9 +405,12 @@ def test_an_endpoint_leased_to_another_host_is_left_to_it(store: Store,
             _seed(store, 1)
             receiver.wait_for(1)
             # Another host claims it at a moment past this one's lease (as this clock
-            # reads, the new lease has a long way to run).
-            assert [e.id for e in store.claim_webhook_endpoints(
-                "another host", clock.now + 60, clock.now + 3600, 10)] == [endpoint.id]
+            # reads, the new lease has a long way to run). A claim skips a row another
+            # transaction holds (PostgreSQL's SKIP LOCKED), as this deliverer's own write
+            # of its attempt may: the other host claims again until it has it.
+            wait_until(lambda: [e.id for e in store.claim_webhook_endpoints(
+                "another host", clock.now + 60, clock.now + 3600, 10)] == [endpoint.id],
+                message="the other host never took the endpoint's lease")
             _seed(store, 2)
             clock.looked_again()  # its claims, and its task's steps, since the change
             assert [r.message["data"]["id"] for r in receiver.received] == [1]

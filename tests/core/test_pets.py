@@ -259,3 +259,135 @@ def test_an_imported_row_is_refused_naming_its_field() -> None:
         pets.pet_from_row({"name": "Rex", "stock": "many"})
     with pytest.raises(orders.InvalidOrder, match="unknown field"):
         pets.pet_from_row({"name": "Rex", "status": "sold"})
+
+
+def test_an_unknown_pet_is_named_in_the_refusal(store: Store) -> None:
+    for call in (pets.get, pets.get_versioned, pets.get_json):
+        with pytest.raises(PetNotFound) as refusal:
+            call(store, 9)
+        assert str(refusal.value) == "No pet has the id 9."
+
+
+def test_a_stock_s_bounds_are_taken_and_said(store: Store) -> None:
+    assert pets.new_pet({"name": "Rex", "stock": 1_000_000_000})["stock"] == 1_000_000_000
+    assert pets.new_pet({"name": "Rex", "stock": 0})["stock"] == 0
+    too_many = refused(pets.new_pet, {"name": "Rex", "stock": 1_000_000_001})
+    assert too_many.sentence == ("stock must be a whole number from 0 to 1000000000.")
+
+
+def test_claims_hold_a_key_until_it_is_released() -> None:
+    claims = pets.Claims()
+    held = claims.claim(1, "k")
+    with pytest.raises(IdempotencyKeyInUse):
+        claims.claim(1, "k")
+    assert claims.claim(2, "k") == (2, "k")  # another key's own
+    claims.release(held)
+    assert claims.claim(1, "k") == (1, "k")
+
+
+def test_an_adjustment_s_reason_may_be_200_characters(store: Store) -> None:
+    pets.add(store, {"name": "Rex", "stock": 1}, 1, "k")
+    assert pets.adjust(store, 1, 1, "r" * 200, 1, "a").pet["stock"] == 2
+    too_long = refused(pets.adjust, store, 1, 1, "r" * 201, 1, "b")
+    assert (too_long.name, too_long.rule) == ("reason", "maxLength")
+    assert refused(pets.adjust, store, 1, 1, 7, 1, "b").name == "reason"
+    assert pets.get_versioned(store, 1)[0]["stock"] == 2
+
+
+def test_a_key_that_adjusted_one_pet_adjusts_no_other(store: Store) -> None:
+    store.import_pets([{"id": 1, "name": "Rex", "stock": 1}, {"id": 2, "name": "Tom",
+                                                               "stock": 1}])
+    pets.adjust(store, 1, 4, None, 1, "a")
+    with pytest.raises(IdempotencyKeyReused):
+        pets.adjust(store, 2, 4, None, 1, "a")
+    assert [pets.get_versioned(store, n)[0]["stock"] for n in (1, 2)] == [5, 1]
+
+
+def test_an_adjustment_is_logged_once_with_its_reason(store: Store,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    pets.add(store, {"name": "Rex", "stock": 1}, 1, "k")
+    with caplog.at_level("INFO", logger="petstore.stock"):
+        pets.adjust(store, 1, 4, "a delivery", 3, "a")
+        pets.adjust(store, 1, 4, "a delivery", 3, "a")  # a retry: replayed, not logged
+        pets.adjust(store, 1, -2, None, 3, "b")
+    assert [r.getMessage() for r in caplog.records] == [
+        "stock of pet 1 adjusted by +4 (key 3): a delivery",
+        "stock of pet 1 adjusted by -2 (key 3): no reason given"]
+
+
+def test_a_cursor_of_the_pets_filters_holding_no_id_is_refused(catalogue: Store) -> None:
+    from app.core import paging
+
+    query = pets.pet_query()
+    for position in ("1", True, None, 1.5):
+        cursor = paging.bound_cursor(pets._made_for(query), position)
+        refusal = refused(pets.page, catalogue, query, 3, cursor)
+        assert (refusal.name, refusal.rule) == ("cursor", "cursor_edited")
+
+
+def test_a_page_that_holds_the_last_pet_has_no_next(catalogue: Store) -> None:
+    query = pets.pet_query()
+    whole = pets.page(catalogue, query, limit=4)
+    assert names(whole) == ["Rex", "Tom", "Kit", "Pip"] and whole.next is None
+    first = pets.page(catalogue, query, limit=2)
+    assert names(pets.page(catalogue, query, 2, first.next)) == ["Kit", "Pip"]
+
+
+def test_a_walk_goes_past_the_largest_page(store: Store) -> None:
+    store.import_pets({"id": n, "name": f"Pet {n}"} for n in range(1, 1203))
+    walked = [orjson.loads(text)["id"] for text in pets.walk(store, pets.pet_query())]
+    assert walked == list(range(1, 1203))
+
+
+@pytest.mark.parametrize(("row", "message"), [
+    (["Rex"], "each pet must be an object, got list"),
+    ({"name": "Rex", "status": "sold", "age": 3},
+     "unknown field(s) age, status; the fields are id, name, category, tags, photoUrls, "
+     "stock"),
+    ({"id": "x", "name": "Rex"},
+     "id must be a whole number from 1 to 9223372036854775807, got 'x'"),
+    ({"id": True, "name": "Rex"},
+     "id must be a whole number from 1 to 9223372036854775807, got True"),
+    ({"id": "0", "name": "Rex"},
+     "id must be a whole number from 1 to 9223372036854775807, got '0'"),
+    ({"id": 9223372036854775808, "name": "Rex"},
+     "id must be a whole number from 1 to 9223372036854775807, got 9223372036854775808"),
+])
+def test_an_imported_row_s_refusal_says_what_is_wrong(row: Any, message: str) -> None:
+    with pytest.raises(orders.InvalidOrder) as refusal:
+        pets.pet_from_row(row)
+    assert str(refusal.value) == message
+
+
+def test_an_imported_row_s_id_may_be_empty_or_the_largest() -> None:
+    assert pets.pet_from_row({"id": "", "name": "Rex"}) == {
+        "name": "Rex", "tags": [], "photoUrls": []}
+    assert pets.pet_from_row({"id": "9223372036854775807", "name": "Rex"})["id"] == (
+        9223372036854775807)
+
+
+UNREADABLE = ("must not hold control characters (such as NUL, a tab, a line break or ESC) "
+              "or the characters that turn the direction of text (U+202A to U+202E, "
+              "U+2066 to U+2069): it is text for a person to read.")
+
+
+@pytest.mark.parametrize(("status", "tag", "category", "name", "sentence"), [
+    (["lost"], None, None, "status",
+     "status may list only these values: available, pending, sold, withdrawn."),
+    (None, [""], None, "tag", "tag may list only tags of 1 to 50 characters."),
+    (None, ["t" * 51], None, "tag", "tag may list only tags of 1 to 50 characters."),
+    (None, [7], None, "tag", "tag may list only tags of 1 to 50 characters."),
+    (None, ["a\x00b"], None, "tag", f"tag {UNREADABLE}"),
+    (None, None, "", "category", "category must be at most 100 characters long."),
+    (None, None, "c" * 101, "category", "category must be at most 100 characters long."),
+    (None, None, "a\x00b", "category", f"category {UNREADABLE}"),
+])
+def test_a_list_s_filters_are_refused_naming_the_one_at_fault(
+        status: Any, tag: Any, category: Any, name: str, sentence: str) -> None:
+    refusal = refused(pets.pet_query, status, tag, category)
+    assert (refusal.name, refusal.sentence) == (name, sentence)
+
+
+def test_a_list_s_filters_take_their_largest_and_one_form() -> None:
+    query = pets.pet_query(["sold", "available", "sold"], ["t" * 50, "a", "a"], "c" * 100)
+    assert query == pets.PetQuery(("available", "sold"), ("a", "t" * 50), "c" * 100)

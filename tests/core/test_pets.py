@@ -58,6 +58,20 @@ def refused(call: Any, *args: Any) -> InvalidParameter:
     ({"name": "Rex", "stock": 1_000_000_001}, "stock", "type"),
     ({"name": "Rex", "stock": True}, "stock", "type"),
     ({"name": "Rex", "stock": 1.5}, "stock", "type"),
+    ({"name": 7}, "name", "type"),
+    ({"name": "Rex", "category": 7}, "category", "type"),
+    ({"name": "Rex", "category": ""}, "category", "minLength"),
+    ({"name": "Rex", "tags": [7]}, "tags", "type"),
+    ({"name": "Rex", "photoUrls": "https://example.com/a.jpg"}, "photoUrls", "type"),
+    ({"name": "Rex", "photoUrls": [7]}, "photoUrls", "photo_url"),
+    ({"name": "Rex", "photoUrls": ["https://example.com/" + "a" * 1981]}, "photoUrls",
+     "photo_url"),
+    ({"name": "Rex", "photoUrls": [f"https://example.com/{n}.jpg" for n in range(21)]},
+     "photoUrls", "maxItems"),
+    ({"name": "Rex", "photoUrls": ["https://example.com/a\x01.jpg"]}, "photoUrls",
+     "photo_url"),
+    ({"name": "Rex", "photoUrls": ["http://[::1/a.jpg"]}, "photoUrls", "photo_url"),
+    ({"name": "Rex", "photoUrls": ["example.com/a.jpg"]}, "photoUrls", "photo_url"),
     ({"name": "Rex", "status": "sold"}, "status", "additionalProperties"),
     ({"name": "Rex", "id": 3}, "id", "additionalProperties"),
     ({"name": "Rex", "reserved": 0}, "reserved", "additionalProperties"),
@@ -77,6 +91,14 @@ def test_a_valid_body_keeps_what_it_gives_and_lists_always() -> None:
                          "photoUrls": ["http://x.example/1.png"], "stock": 0}) == {
         "name": "Rex", "category": "dogs", "tags": ["a", "b"],
         "photoUrls": ["http://x.example/1.png"], "stock": 0}
+
+
+def test_a_body_may_hold_the_largest_of_each_member() -> None:
+    body = {"name": "n" * 200, "category": "c" * 100, "tags": [f"{n:050}" for n in range(20)],
+            "photoUrls": [f"https://example.com/{n:01980}" for n in range(20)],
+            "stock": 1_000_000_000}
+    assert len(body["photoUrls"][0]) == 2000
+    assert pets.new_pet(body) == body
 
 
 def test_a_merge_patch_names_what_it_sets_and_null_removes() -> None:

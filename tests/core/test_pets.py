@@ -413,3 +413,16 @@ def test_a_list_s_filters_are_refused_naming_the_one_at_fault(
 def test_a_list_s_filters_take_their_largest_and_one_form() -> None:
     query = pets.pet_query(["sold", "available", "sold"], ["t" * 50, "a", "a"], "c" * 100)
     assert query == pets.PetQuery(("available", "sold"), ("a", "t" * 50), "c" * 100)
+
+
+@pytest.mark.parametrize(("body", "sentence"), [
+    ({"name": "Rex", "tags": "dog"}, "tags must be a list of values."),
+    ({"name": "Rex", "tags": ["dog", 7]}, "tags must be a list of values."),
+    ({"name": "Rex", "photoUrls": "https://example.com/a.jpg"},
+     "photoUrls must be a list of values."),
+    ({"name": 7}, "name must be a string of text."),
+    ({"name": "Rex", "category": 7}, "category must be a string of text."),
+])
+def test_a_member_of_the_wrong_type_is_said_to_be(body: dict[str, Any],
+                                                  sentence: str) -> None:
+    assert refused(pets.new_pet, body).sentence == sentence

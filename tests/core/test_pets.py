@@ -422,7 +422,10 @@ def test_a_list_s_filters_take_their_largest_and_one_form() -> None:
      "photoUrls must be a list of values."),
     ({"name": 7}, "name must be a string of text."),
     ({"name": "Rex", "category": 7}, "category must be a string of text."),
+    ({"name": "Rex", "category": ""}, "category must not be empty."),
+    ({"name": " "}, "name must not be empty."),
+    (["Rex"], "The request body must be a JSON object."),
 ])
-def test_a_member_of_the_wrong_type_is_said_to_be(body: dict[str, Any],
+def test_a_member_of_the_wrong_type_is_said_to_be(body: Any,
                                                   sentence: str) -> None:
     assert refused(pets.new_pet, body).sentence == sentence

@@ -425,6 +425,8 @@ def test_a_list_s_filters_take_their_largest_and_one_form() -> None:
     ({"name": "Rex", "category": ""}, "category must not be empty."),
     ({"name": " "}, "name must not be empty."),
     (["Rex"], "The request body must be a JSON object."),
+    ({"name": "Rex", "status": "sold"}, "status is not a member of this request body; its "
+     "members are name, category, tags, photoUrls, stock."),
 ])
 def test_a_member_of_the_wrong_type_is_said_to_be(body: Any,
                                                   sentence: str) -> None:

@@ -3,13 +3,16 @@ messages of the types asked for, in feed order per endpoint, retried on the sche
 clock the test moves), disabled by a 410 or the last retry and enabled again without loss,
 a hanging endpoint that delays only itself, two deliverers (two hosts) sharing endpoints
 over PostgreSQL with each change sent once, and nothing sent to a refused address; a store
-that fails and recovers, a receiver that does not answer in time, and a clean stop that
-gives its leases back."""
+that fails and recovers, a receiver that does not answer in time, a clean stop that
+gives its leases back, and the deliverer of `petstore webhooks deliver` stopped by a
+signal."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,7 +28,7 @@ from app.core.config import Settings
 from app.core.errors import StoreUnavailable
 from app.core.storage import Store, open_store
 from app.core.storage.records import WebhookEndpoint
-from app.web.deliverer import PET_PACE_SECONDS, Ahead, Deliverer
+from app.web.deliverer import PET_PACE_SECONDS, Ahead, Deliverer, run_alone
 from app.web.longpoll import RevisionWatch
 from tests.receivers import Received, receiving
 from tests.support import wait_until
@@ -671,4 +674,35 @@ def test_a_clean_stop_gives_its_leases_back_for_another_host_to_claim_at_once(
         now = time.time()
         taken = store.claim_webhook_endpoints("another host", now, now + 60, 200)
         assert [e.id for e in taken] == endpoints
+    store.dispose()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_the_deliverer_alone_delivers_until_a_signal_then_gives_its_lease_back(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, signum: int) -> None:
+    """`petstore webhooks deliver` (deliverer.run_alone), in this process: it delivers, and
+    SIGINT or SIGTERM stops it cleanly, its lease given back and its place kept."""
+    caplog.set_level(logging.INFO, logger="petstore.webhooks")
+    database = str(tmp_path / "petstore.db")
+    store = open_store(_settings(database))
+    with receiving() as receiver:
+        endpoint, _ = _endpoint(store, receiver.url)
+        _seed(store, 1)
+
+        def signal_once_sent() -> None:
+            try:
+                receiver.wait_for(1)
+                wait_until(lambda: store.webhook_attempts(endpoint.id, None, 1) != [])
+            finally:  # whatever came, run_alone is stopped, as an operator stops it
+                os.kill(os.getpid(), signum)
+
+        signalling = threading.Thread(target=signal_once_sent, daemon=True)
+        signalling.start()
+        run_alone(_settings(database))
+        signalling.join(5)
+        assert [r.message["data"]["id"] for r in receiver.wait_for(1)] == [1]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"delivering webhooks from {database}", "stopped delivering webhooks"]
+    left = store.get_webhook_endpoint(endpoint.id)
+    assert left is not None and left.lease_owner is None and left.order_id == 1
     store.dispose()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 
 import pyotp
 import pytest
@@ -28,6 +29,7 @@ from app.core.errors import (
 from app.core.storage import Store
 from app.core.users import accounts, passwords, recovery, sessions
 from app.core.users.throttle import SignInThrottle, counted_address
+from tests.support import wait_until
 
 GOOD = "correct horse battery staple 42"
 
@@ -471,19 +473,113 @@ def _not(code: str) -> str:
     return "000000" if code != "000000" else "111111"
 
 
-def test_each_worker_forgets_the_audit_lines_past_their_days_by_itself(store: Store) -> None:
+def test_each_worker_forgets_the_audit_lines_past_their_days_by_itself(
+        store: Store, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="petstore.orders")
     store.add_audit_entry("2020-01-01T00:00:00Z", "ann", None, "ship", "old")
     accounts.record(store, "ann", None, "ship", "new")
     stop = threading.Event()
     worker = threading.Thread(target=accounts.keep_audit_days, args=(store, 90, stop, 0.01))
     worker.start()
     try:
-        deadline = 200  # rounds of 10 ms, for a slow machine: the first round purges
-        while deadline and len(store.audit_entries(10)) > 1:
-            stop.wait(0.01)
-            deadline -= 1
+        wait_until(lambda: len(store.audit_entries(10)) == 1, 10, "the first round")
+        # A line past its days written later goes at a later round, by itself.
+        store.add_audit_entry("2020-01-02T00:00:00Z", "ann", None, "ship", "old too")
+        wait_until(lambda: len(store.audit_entries(10)) == 1, 10, "a later round")
     finally:
         stop.set()
         worker.join(5)
     assert not worker.is_alive()
     assert [e.detail for e in store.audit_entries(10)] == ["new"]
+    assert [r.getMessage() for r in caplog.records] == ["forgot 1 old audit lines"] * 2
+
+
+
+def _audit(store: Store, lines: int) -> list[tuple[str | None, str | None, str, str]]:
+    return [(e.user_name, e.address, e.action, e.detail) for e in store.audit_entries(lines)]
+
+
+def test_the_password_asked_again_passes_only_when_right_and_a_miss_is_audited(
+        store: Store) -> None:
+    user, password = accounts.add(store, "ann")
+    accounts.confirm_password(store, user, password, "192.0.2.1", "making a key")
+    with pytest.raises(SignInFailed):
+        accounts.confirm_password(store, user, password + "x", "192.0.2.1", "making a key")
+    assert _audit(store, 1) == [
+        ("ann", "192.0.2.1", "password confirmation failed", "making a key")]
+
+
+def test_the_code_asked_again_passes_once_only_when_right_and_a_miss_is_audited(
+        store: Store) -> None:
+    user, _ = accounts.add(store, "ann")
+    with pytest.raises(WrongCode):  # no second factor: no code is right
+        accounts.confirm_code(store, user, "123456", "192.0.2.1", "second factor")
+    secret = accounts.new_totp_secret()
+    totp = pyotp.TOTP(secret)
+    enrolled = accounts.enrol_totp(store, user, secret, totp.at(time.time() - 60), None,
+                                   time.time() - 60)
+    code = totp.now()
+    accounts.confirm_code(store, enrolled, code, "192.0.2.1", "second factor")  # its clock
+    with pytest.raises(WrongCode):  # the same code again
+        accounts.confirm_code(store, enrolled, code, "192.0.2.1", "second factor")
+    with pytest.raises(WrongCode):
+        accounts.confirm_code(store, enrolled, _not(code), "192.0.2.2", "a new key")
+    assert _audit(store, 4) == [
+        ("ann", "192.0.2.2", "code confirmation failed", "a new key"),
+        ("ann", "192.0.2.1", "code confirmation failed", "second factor"),
+        ("ann", None, "second factor enrolled", ""),
+        ("ann", "192.0.2.1", "code confirmation failed", "second factor")]
+
+
+def test_a_code_at_the_sign_in_is_audited_under_the_user_and_the_address(
+        store: Store) -> None:
+    user, _ = accounts.add(store, "ann")
+    with pytest.raises(WrongCode):  # no second factor: no code is right
+        accounts.check_code(store, user, "123456", "192.0.2.1")
+    secret = accounts.new_totp_secret()
+    totp = pyotp.TOTP(secret)
+    now = 1_800_000_000.0
+    enrolled = accounts.enrol_totp(store, user, secret, totp.at(now), None, now)
+    accounts.check_code(store, enrolled, totp.at(now + 30), "192.0.2.1", now + 30)
+    with pytest.raises(WrongCode):
+        accounts.check_code(store, enrolled, _not(totp.at(now + 60)), "192.0.2.2", now + 60)
+    assert _audit(store, 3) == [
+        ("ann", "192.0.2.2", "sign-in failed", "wrong code"),
+        ("ann", "192.0.2.1", "signed in (code)", ""),
+        ("ann", None, "second factor enrolled", "")]
+    assert ("ann", "192.0.2.1", "sign-in failed", "wrong code") in _audit(store, 10)
+
+
+def test_a_recovery_code_asked_again_is_audited_with_what_it_was_for(store: Store) -> None:
+    user, _ = accounts.add(store, "ann")
+    now = time.time() - 60  # enrolled a minute ago: the code of now is taken later
+    secret = accounts.new_totp_secret()
+    totp = pyotp.TOTP(secret)
+    enrolled = accounts.enrol_totp(store, user, secret, totp.at(now), None, now)
+    codes = recovery.replace(store, enrolled, None, "second factor enrolled")
+    with pytest.raises(WrongRecoveryCode):
+        recovery.check(store, enrolled, recovery._new_code(), "192.0.2.1", "a new key")
+    assert recovery.check(store, enrolled, codes[0], "192.0.2.1", "a new key") == 9
+    with pytest.raises(WrongRecoveryCode):
+        recovery.check(store, enrolled, codes[0], "192.0.2.2", "a new key")
+    with pytest.raises(WrongRecoveryCode):
+        recovery.check(store, enrolled, codes[0], "192.0.2.2")
+    # The authenticator's code, asked again, is the code asked again (once only).
+    code = totp.now()
+    assert recovery.check(store, enrolled, code, "192.0.2.1", "second factor") is None
+    with pytest.raises(WrongCode):
+        recovery.check(store, enrolled, code, "192.0.2.3", "second factor")
+    assert _audit(store, 6) == [
+        ("ann", "192.0.2.3", "code confirmation failed", "second factor"),
+        ("ann", "192.0.2.2", "sign-in failed", "spent recovery code"),
+        ("ann", "192.0.2.2", "code confirmation failed", "a new key: spent recovery code"),
+        ("ann", "192.0.2.1", "recovery code used", "a new key: 9 left"),
+        ("ann", "192.0.2.1", "code confirmation failed", "a new key: wrong recovery code"),
+        ("ann", None, "recovery codes made", "second factor enrolled")]
+
+
+def test_an_authenticator_reads_the_shop_and_the_user_from_the_uri() -> None:
+    secret = accounts.new_totp_secret()
+    assert accounts.totp_uri(secret, "ann") == (
+        f"otpauth://totp/Pet%20Store%20Orders:ann?secret={secret}"
+        "&issuer=Pet%20Store%20Orders")

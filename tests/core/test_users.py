@@ -54,8 +54,10 @@ GOOD = "correct horse battery staple 42"
     ("x" * 128, "too easy to guess"),  # zxcvbn rates its first 72 characters
 ])
 def test_a_new_password_is_refused_by_the_rule_it_breaks(password: str, rule: str) -> None:
-    with pytest.raises(PasswordRefused, match=rule):
+    with pytest.raises(PasswordRefused, match=rule) as refusal:
         passwords.check_new(password, "annabel.example")
+    # Sentences, each ended once (zxcvbn's warnings end with a full stop of their own).
+    assert refusal.value.message.endswith(".") and ".." not in refusal.value.message
 
 
 @pytest.mark.parametrize("password", [GOOD, "a lantern on the harbour wall 7",
@@ -583,3 +585,59 @@ def test_an_authenticator_reads_the_shop_and_the_user_from_the_uri() -> None:
     assert accounts.totp_uri(secret, "ann") == (
         f"otpauth://totp/Pet%20Store%20Orders:ann?secret={secret}"
         "&issuer=Pet%20Store%20Orders")
+
+
+def test_a_reset_of_a_second_factor_refused_says_why_and_is_audited(store: Store) -> None:
+    accounts.add(store, "ann")
+    accounts.add(store, "bob")
+    with pytest.raises(UserRefused) as oneself:
+        accounts.reset_second_factor(store, "ann", "ann", "203.0.113.9")
+    assert oneself.value.message == ("Your own second factor is changed on your Second "
+                                     "factor page, which asks for its current code too.")
+    with pytest.raises(UserRefused) as none:
+        accounts.reset_second_factor(store, "bob", "ann", "203.0.113.8")
+    assert none.value.message == "bob has no second factor to reset."
+    assert _audit(store, 2) == [
+        ("ann", "203.0.113.8", "reset second factor refused", "bob: none set up"),
+        ("ann", "203.0.113.9", "reset second factor refused", "ann: oneself")]
+
+
+def test_enabling_a_user_is_audited_under_who_did_it(store: Store) -> None:
+    accounts.add(store, "ann")
+    accounts.add(store, "bob")
+    accounts.disable(store, "bob", "ann", "203.0.113.9")
+    assert accounts.enable(store, "bob", "ann", "203.0.113.9").disabled_at is None
+    assert _audit(store, 1) == [("ann", "203.0.113.9", "user enabled", "bob")]
+
+
+def test_a_code_is_taken_in_ascii_digits_within_one_step_of_now(store: Store) -> None:
+    user, _ = accounts.add(store, "ann")
+    secret = accounts.new_totp_secret()
+    totp = pyotp.TOTP(secret)
+    now = 1_800_000_000.0
+    enrolled = accounts.enrol_totp(store, user, secret, totp.at(now), None, now)
+    # The code in fullwidth digits, which NFKC (pyotp's comparison) reads as ASCII ones.
+    fullwidth = "".join(chr(ord(digit) + 0xFEE0) for digit in totp.at(now + 30))
+    for refused in (fullwidth, totp.at(now + 90), totp.at(now - 30)):
+        with pytest.raises(WrongCode):
+            accounts.check_code(store, enrolled, refused, None, now + 30)
+    accounts.check_code(store, enrolled, totp.at(now + 60), None, now + 30)  # a step ahead
+
+
+def test_enrolling_reads_the_clock_and_is_audited_under_the_user(store: Store) -> None:
+    user, _ = accounts.add(store, "ann")
+    secret = accounts.new_totp_secret()
+    with pytest.raises(WrongCode):
+        accounts.enrol_totp(store, user, secret, _not(pyotp.TOTP(secret).now()),
+                            "192.0.2.1")
+    enrolled = accounts.enrol_totp(store, user, secret, pyotp.TOTP(secret).now(),
+                                   "192.0.2.1")
+    another = accounts.new_totp_secret()
+    accounts.enrol_totp(store, enrolled, another, pyotp.TOTP(another).now(), "192.0.2.2")
+    removed = accounts.remove_totp(store, enrolled, "192.0.2.3")
+    assert removed.totp_secret is None
+    assert _audit(store, 4) == [
+        ("ann", "192.0.2.3", "second factor removed", ""),
+        ("ann", "192.0.2.2", "second factor replaced", ""),
+        ("ann", "192.0.2.1", "second factor enrolled", ""),
+        ("ann", "192.0.2.1", "second factor refused", "wrong code of the new authenticator")]

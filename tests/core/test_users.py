@@ -125,19 +125,23 @@ def test_changing_the_password_checks_both_and_ends_every_session(store: Store) 
     first = sessions.open_session(store, user, sessions.CHANGE, 1000.0)
     second = sessions.open_session(store, user, sessions.OPEN, 1000.0)
     with pytest.raises(SignInFailed):
-        accounts.change_password(store, user, "not the one", GOOD, None)
+        accounts.change_password(store, user, "not the one", GOOD, "192.0.2.1")
     with pytest.raises(PasswordRefused, match="common"):
-        accounts.change_password(store, user, one_time, "password1234", None)
+        accounts.change_password(store, user, one_time, "password1234", "192.0.2.2")
     with pytest.raises(PasswordRefused, match="other than the current"):
-        accounts.change_password(store, user, one_time, one_time, None)
+        accounts.change_password(store, user, one_time, one_time, "192.0.2.3")
     # Every refusal is in the audit log (D36), the rule's sentence with it.
-    assert [(e.user_name, e.action, e.detail.split(";")[0]) for e in store.audit_entries(3)] == [
-        ("ann", "new password refused", "Choose a password other than the current one."),
-        ("ann", "new password refused", "That password is on the list of common passwords, "
-                                        "which are the first that attackers try"),
-        ("ann", "password change refused", "wrong current password")]
-    changed = accounts.change_password(store, user, one_time, GOOD, None)
+    assert [(e.user_name, e.address, e.action, e.detail.split(";")[0])
+            for e in store.audit_entries(3)] == [
+        ("ann", "192.0.2.3", "new password refused",
+         "Choose a password other than the current one."),
+        ("ann", "192.0.2.2", "new password refused",
+         "That password is on the list of common passwords, which are the first that "
+         "attackers try"),
+        ("ann", "192.0.2.1", "password change refused", "wrong current password")]
+    changed = accounts.change_password(store, user, one_time, GOOD, "192.0.2.4")
     assert not changed.must_change_password
+    assert _audit(store, 1) == [("ann", "192.0.2.4", "password changed", "")]
     assert store.console_session(first.session.digest) is None
     assert store.console_session(second.session.digest) is None
     assert accounts.sign_in(store, "ann", GOOD, None).name == "ann"

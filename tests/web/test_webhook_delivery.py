@@ -448,6 +448,25 @@ def _held(release: threading.Event, count: int = 1
     return answer
 
 
+def test_a_replay_while_a_message_is_in_flight_is_not_undone_by_its_answer(
+        store: Store, database: str) -> None:
+    """The delivery of a message sent before a replay moves its place only while the place
+    is still the one it was sent from: the replay's place stands, and the feed is sent again
+    from there."""
+    release = threading.Event()
+    with receiving(answer=_held(release)) as receiver:
+        endpoint, _ = _endpoint(store, receiver.url)
+        _seed(store, 1, 2)
+        with delivering(store, _settings(database)):
+            receiver.wait_for(1)  # order 1, held unanswered
+            webhooks.replay(store, None, endpoint.id, None)  # from the beginning
+            release.set()
+            got = receiver.wait_for(3)
+            wait_until(lambda: store.get_webhook_endpoint(endpoint.id).order_id == 2)
+    assert [r.message["data"]["id"] for r in got] == [1, 1, 2]
+    assert got[0].id == got[1].id  # the same change, sent again with its webhook-id
+
+
 def _all_held_by(store: Store, deliverer: Deliverer, endpoints: list[int]) -> bool:
     """Whether the deliverer holds the lease of every one of the endpoints."""
     return all((endpoint := store.get_webhook_endpoint(e)) is not None

@@ -645,3 +645,26 @@ def test_enrolling_reads_the_clock_and_is_audited_under_the_user(store: Store) -
         ("ann", "192.0.2.2", "second factor replaced", ""),
         ("ann", "192.0.2.1", "second factor enrolled", ""),
         ("ann", "192.0.2.1", "second factor refused", "wrong code of the new authenticator")]
+
+
+@pytest.mark.parametrize(("password", "name", "built"), [
+    ("j j j j j j j j j j j j", "j.smith", True),  # a word of one letter, again and again
+    ("Smith-J smithj", "j.smith", True),
+    ("zzzzzzzzz ann", "ann", False),  # ends with the name, and is not made of it
+    ("ann zzzzzzzzz", "ann", False),
+    ("!!!! !!!! !!!!", "ann", False),  # no letters: nothing for the names to build
+])
+def test_a_password_is_built_of_names_only_when_every_letter_is_theirs(
+        password: str, name: str, built: bool) -> None:
+    assert passwords.built_of_names(password, name) is built
+
+
+def test_a_reset_password_is_audited_under_who_did_it_with_the_second_factor(
+        store: Store) -> None:
+    accounts.add(store, "ann")
+    accounts.add(store, "bob")
+    accounts.reset_password(store, "bob", by="ann", address="203.0.113.9")
+    accounts.reset_password(store, "bob", True, "ann", "203.0.113.8")
+    assert _audit(store, 2) == [
+        ("ann", "203.0.113.8", "password reset and second factor removed", "bob"),
+        ("ann", "203.0.113.9", "password reset", "bob")]

@@ -7,6 +7,7 @@ address with addresses as counted, and unlocking."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import threading
 import time
@@ -650,6 +651,7 @@ def test_enrolling_reads_the_clock_and_is_audited_under_the_user(store: Store) -
 @pytest.mark.parametrize(("password", "name", "built"), [
     ("j j j j j j j j j j j j", "j.smith", True),  # a word of one letter, again and again
     ("Smith-J smithj", "j.smith", True),
+    ("STRASSE strasse", "straße", True),  # without case, as Unicode compares it
     ("zzzzzzzzz ann", "ann", False),  # ends with the name, and is not made of it
     ("ann zzzzzzzzz", "ann", False),
     ("!!!! !!!! !!!!", "ann", False),  # no letters: nothing for the names to build
@@ -668,3 +670,57 @@ def test_a_reset_password_is_audited_under_who_did_it_with_the_second_factor(
     assert _audit(store, 2) == [
         ("ann", "203.0.113.8", "password reset and second factor removed", "bob"),
         ("ann", "203.0.113.9", "password reset", "bob")]
+
+
+def test_unlocking_counts_the_name_s_failures_of_the_window_page_by_page(store: Store) -> None:
+    """More than a page of the audit log (100 lines): the failures of the throttle's window
+    (its first second included) under the name, not those before it nor another user's."""
+    ann = store.create_console_user("ann", passwords.hash_password(GOOD),
+                                    "2026-11-01T00:00:00Z", "owner")
+    store.create_console_user("bob", passwords.hash_password(GOOD), "2026-11-01T00:00:00Z",
+                              "staff")
+    since = "2026-11-29T11:45:00Z"  # now - 15 minutes
+    store.add_audit_entry(since, "ann", "192.0.2.9", "sign-in failed", "wrong password")
+    assert store.audit_entries(1)[0].id == 1  # the log's first line, as after a purge
+    for _ in range(5):
+        store.add_audit_entry("2026-11-29T11:44:59Z", "ann", "192.0.2.1", "sign-in failed",
+                              "wrong password")  # before the window
+    for n in range(150):
+        store.add_audit_entry(since, "ann", f"192.0.2.{n % 3 + 1}", "sign-in failed",
+                              "wrong password")
+        store.add_audit_entry(since, "bob", "192.0.2.1", "sign-in failed", "wrong password")
+    store.add_audit_entry("2026-11-29T11:50:00Z", "ann", "192.0.2.1", "signed in (code)", "")
+    lifted = accounts.unlock(store, "ann", dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC))
+    assert lifted.since == since
+    assert lifted.failures == {"192.0.2.1": 50, "192.0.2.2": 50, "192.0.2.3": 50,
+                               "192.0.2.9": 1}
+    assert lifted.user.id == ann.id
+    assert store.audit_entries(1)[0].detail == "ann: 151 failed checks no longer counted"
+
+
+def test_the_throttle_epoch_of_a_name_that_is_no_user_s_is_none(store: Store) -> None:
+    assert accounts.throttle_epoch(store, "nobody") is None
+    assert accounts.throttle_epoch(store, "not a name!") is None
+
+
+@pytest.mark.parametrize(("password", "sentence"), [
+    ("short pass", "A password needs at least 12 characters; a phrase of a few words is easy "
+                   "to remember."),
+    ("x" * 129, "A password has at most 128 characters."),
+    ("annabel.example", "A password must not be built of your name or the shop's alone: they "
+                        "are the first words an attacker tries."),
+    ("password1234", "That password is on the list of common passwords, which are the first "
+                     "that attackers try; choose another."),
+    ("aaaaaaaaaaaa", 'That password is too easy to guess. Repeats like "aaa" are easy to '
+                     "guess. A phrase of a few uncommon words is strong and easy to "
+                     "remember."),
+    # zxcvbn rates it low with no warning of its own: ours stands in.
+    ("qpwoeirutyal", "That password is too easy to guess. It is made of parts attackers try "
+                     "early. A phrase of a few uncommon words is strong and easy to "
+                     "remember."),
+])
+def test_a_refused_password_is_told_why_in_whole_sentences(password: str,
+                                                           sentence: str) -> None:
+    with pytest.raises(PasswordRefused) as refusal:
+        passwords.check_new(password, "annabel.example")
+    assert refusal.value.message == sentence

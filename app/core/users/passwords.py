@@ -92,9 +92,9 @@ def _sentence(text: str) -> str:
 
 
 def built_of_names(password: str, name: str) -> bool:
-    """Whether a password's letters and digits, in lower case, are the words of the
-    user's name or the shop's (SHOP_WORDS) one after another, as often as you like:
-    "owner owner owner", "PetStore-Orders", "ordersowner"."""
+    """Whether a password's letters and digits, without case (casefolded: "STRASSE" is
+    "straße"), are the words of the user's name or the shop's (SHOP_WORDS) one after
+    another, as often as you like: "owner owner owner", "PetStore-Orders", "ordersowner"."""
     words = {word for text in (name, *SHOP_WORDS) for word in _words(text)}
     words |= {"".join(_words(text)) for text in (name, *SHOP_WORDS)}
     letters = "".join(_words(password))
@@ -109,7 +109,7 @@ def built_of_names(password: str, name: str) -> bool:
 
 
 def _words(text: str) -> list[str]:
-    return [word for word in re.split(r"[\W_]+", text.lower()) if word]
+    return [word for word in re.split(r"[\W_]+", text.casefold()) if word]
 
 
 def hash_password(password: str) -> str:

@@ -11,6 +11,7 @@ import datetime as dt
 import hashlib
 import threading
 import time
+from typing import Any
 
 import pyotp
 import pytest
@@ -724,3 +725,39 @@ def test_a_refused_password_is_told_why_in_whole_sentences(password: str,
     with pytest.raises(PasswordRefused) as refusal:
         passwords.check_new(password, "annabel.example")
     assert refusal.value.message == sentence
+
+
+def test_each_unlock_lifts_the_locks_made_since_the_last(settings: Settings,
+                                                         store: Store) -> None:
+    user, _ = accounts.add(store, "ann")
+    throttle = SignInThrottle(settings, pair_failures=2)
+    epoch = user.throttle_epoch
+    for _ in range(3):  # locked, unlocked, and again
+        for _ in range(2):
+            throttle.failed("ann", "192.0.2.1", epoch)
+        assert throttle.wait("ann", "192.0.2.1", epoch) > 0
+        epoch = accounts.unlock(store, "ann").user.throttle_epoch
+        assert throttle.wait("ann", "192.0.2.1", epoch) == 0
+
+
+def test_the_throttle_counts_in_the_process_while_its_storage_is_down_then_goes_back(
+        settings: Settings, private_redis: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """The throttle's Redis killed: the failures count in this process meanwhile (one
+    warning), and once a Redis answers there again, the throttle counts there."""
+    caplog.set_level("WARNING", logger="petstore.console")
+    throttle = SignInThrottle(settings.replace(ratelimit_storage=private_redis.url),
+                              pair_failures=2)
+    throttle.failed("ann", "192.0.2.1")
+    assert private_redis.dbsize() > 0 and not throttle.down and not caplog.records
+    private_redis.kill()
+    throttle.failed("ann", "192.0.2.1")
+    throttle.failed("ann", "192.0.2.1")
+    assert throttle.down and throttle.wait("ann", "192.0.2.1") > 0  # counted here
+    assert [r.getMessage().split("(")[0] for r in caplog.records] == [
+        "the sign-in throttle's storage failed "]
+    assert caplog.records[0].getMessage().endswith(
+        "; counting failed sign-ins in this process until it answers")
+    private_redis.start()  # empty, on the same port
+    wait_until(lambda: throttle.wait("bob", "192.0.2.1") == 0 and not throttle.down)
+    throttle.failed("bob", "192.0.2.1")
+    assert private_redis.dbsize() > 0 and len(caplog.records) == 1

@@ -15,6 +15,7 @@ from typing import Any
 
 import pyotp
 import pytest
+from argon2 import PasswordHasher
 
 from app.core.config import Settings
 from app.core.errors import (
@@ -760,3 +761,35 @@ def test_the_throttle_counts_in_the_process_while_its_storage_is_down_then_goes_
     wait_until(lambda: throttle.wait("bob", "192.0.2.1") == 0 and not throttle.down)
     throttle.failed("bob", "192.0.2.1")
     assert private_redis.dbsize() > 0 and len(caplog.records) == 1
+
+
+def test_disabling_is_refused_for_oneself_and_the_last_owner_and_audited(store: Store) -> None:
+    accounts.add(store, "ann")
+    accounts.add(store, "bob")
+    with pytest.raises(UserRefused) as oneself:
+        accounts.disable(store, "ann", "ann", "203.0.113.9")
+    assert oneself.value.message == "You cannot disable your own account: another owner can."
+    with pytest.raises(UserRefused):
+        accounts.disable(store, "ann", "bob", "203.0.113.8")  # the last enabled owner
+    accounts.disable(store, "bob", "ann", "203.0.113.7")
+    assert _audit(store, 3) == [
+        ("ann", "203.0.113.7", "user disabled", "bob"),
+        ("bob", "203.0.113.8", "disable user refused", "ann: the last enabled owner"),
+        ("ann", "203.0.113.9", "disable user refused", "ann: oneself")]
+
+
+def test_a_name_that_is_no_user_s_is_audited_cut_to_64_characters(store: Store) -> None:
+    with pytest.raises(SignInFailed):
+        accounts.sign_in(store, "n" * 70, GOOD, "192.0.2.1")
+    assert _audit(store, 1) == [(None, "192.0.2.1", "sign-in failed", "n" * 64)]
+
+
+def test_a_hash_of_older_costs_is_replaced_at_the_sign_in_and_still_signs_in(
+        store: Store) -> None:
+    user, password = accounts.add(store, "ann")
+    older = PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1).hash(password)
+    store.update_console_user(user.id, {"password_hash": older})
+    assert passwords.needs_rehash(older)
+    signed = accounts.sign_in(store, "ann", password, None)
+    assert signed.password_hash != older and not passwords.needs_rehash(signed.password_hash)
+    assert accounts.sign_in(store, "ann", password, None).name == "ann"

@@ -793,3 +793,10 @@ def test_a_hash_of_older_costs_is_replaced_at_the_sign_in_and_still_signs_in(
     signed = accounts.sign_in(store, "ann", password, None)
     assert signed.password_hash != older and not passwords.needs_rehash(signed.password_hash)
     assert accounts.sign_in(store, "ann", password, None).name == "ann"
+
+
+def test_adding_a_user_is_audited_under_who_added_it(store: Store) -> None:
+    accounts.add(store, "ann")
+    accounts.add(store, "bob", by="ann", address="203.0.113.9")
+    assert _audit(store, 2) == [("ann", "203.0.113.9", "user added", "bob (staff)"),
+                                (None, None, "user added", "ann (owner)")]

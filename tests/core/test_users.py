@@ -477,6 +477,24 @@ def test_the_server_s_reset_of_a_second_factor_forgets_its_recovery_codes(
     assert recovery.left(store, enrolled) == 0
 
 
+def test_an_owner_s_reset_of_a_second_factor_forgets_its_recovery_codes(
+        store: Store) -> None:
+    """Else a code kept from before would open the account again once it has a second
+    factor anew."""
+    accounts.add(store, "ann")
+    bob, _ = accounts.add(store, "bob")
+    now = time.time() - 60
+    secret = accounts.new_totp_secret()
+    enrolled = accounts.enrol_totp(store, bob, secret, pyotp.TOTP(secret).at(now), None, now)
+    codes = recovery.replace(store, enrolled, None, "second factor enrolled")
+    reset = accounts.reset_second_factor(store, "bob", "ann", None)
+    assert recovery.left(store, reset) == 0
+    again = accounts.new_totp_secret()
+    anew = accounts.enrol_totp(store, reset, again, pyotp.TOTP(again).now(), None)
+    with pytest.raises(WrongRecoveryCode):
+        recovery.check(store, anew, codes[0], None)
+
+
 def _not(code: str) -> str:
     """A six-digit code other than this one."""
     return "000000" if code != "000000" else "111111"
@@ -585,6 +603,8 @@ def test_a_recovery_code_asked_again_is_audited_with_what_it_was_for(store: Stor
         ("ann", "192.0.2.1", "recovery code used", "a new key: 9 left"),
         ("ann", "192.0.2.1", "code confirmation failed", "a new key: wrong recovery code"),
         ("ann", None, "recovery codes made", "second factor enrolled")]
+    assert recovery.check(store, enrolled, codes[1], "192.0.2.4") == 8  # at the sign-in
+    assert _audit(store, 1) == [("ann", "192.0.2.4", "signed in (recovery code)", "8 left")]
 
 
 def test_an_authenticator_reads_the_shop_and_the_user_from_the_uri() -> None:
@@ -800,3 +820,42 @@ def test_adding_a_user_is_audited_under_who_added_it(store: Store) -> None:
     accounts.add(store, "bob", by="ann", address="203.0.113.9")
     assert _audit(store, 2) == [("ann", "203.0.113.9", "user added", "bob (staff)"),
                                 (None, None, "user added", "ann (owner)")]
+
+
+def test_a_sign_in_by_password_is_audited_under_the_user_and_the_address(
+        store: Store) -> None:
+    accounts.add(store, "ann")
+    password = accounts.reset_password(store, "ann")
+    accounts.sign_in(store, "ann", password, "192.0.2.1")
+    assert _audit(store, 1) == [("ann", "192.0.2.1", "signed in (password)", "")]
+
+
+class Clock:
+    """time.time for the throttle and limits' memory storage, moved by the test: the waits'
+    rules over minutes, without waiting them."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_wait_is_the_longest_left_of_the_counters_that_are_full(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(time, "time", clock)
+    throttle = SignInThrottle(settings, pair_failures=2, name_failures=3)
+    throttle.failed("ann", "192.0.2.1")  # the name's first failure, from elsewhere
+    clock.now += 100
+    throttle.failed("ann", "192.0.2.2")
+    throttle.failed("ann", "192.0.2.2")  # the pair's two, and the name's three
+    # The name's counter frees 800 s from now, the pair's 900 s: the longer is the wait.
+    assert throttle.wait("ann", "192.0.2.2") == 900
+    assert throttle.wait("ann", "192.0.2.3") == 800  # from another address, the name's
+    clock.now += 600
+    assert throttle.wait("ann", "192.0.2.2") == 300
+    clock.now += 299.5  # the last half second of the pair's window: still a second
+    assert throttle.wait("ann", "192.0.2.2") == 1
+    clock.now += 0.5
+    assert throttle.wait("ann", "192.0.2.2") == 0

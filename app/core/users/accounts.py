@@ -148,8 +148,10 @@ def enable(store: Store, name: str, by: str | None = None,
 
 
 def reset_second_factor(store: Store, name: str, by: str, address: str | None) -> ConsoleUser:
-    """Remove another user's second factor (an authenticator lost), as an owner does in the
-    console after giving the password again (the caller asks for it); its sessions end,
+    """Remove another user's second factor (an authenticator lost) and its recovery codes
+    (D38: else a code kept from before would work again once it enrols anew), as an owner
+    does in the console after giving the password again (the caller asks for it); its
+    sessions end,
     and it signs in with the password alone until it sets one up again (at once, where
     PETSTORE_CONSOLE_REQUIRE_TOTP asks). One's own is changed on one's second factor page,
     which asks for its current code too (D36): refused here (UserRefused)."""
@@ -163,6 +165,7 @@ def reset_second_factor(store: Store, name: str, by: str, address: str | None) -
         raise UserRefused(f"{name} has no second factor to reset.")
     changed = store.update_console_user(found.id, {"totp_secret": None,
                                                    "totp_last_step": None})
+    store.replace_recovery_codes(found.id, [], utc_now())  # they go with it (D38)
     store.end_console_sessions(user_id=found.id)
     record(store, by, address, "second factor reset", name)
     assert changed is not None

@@ -10,6 +10,7 @@ signal."""
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import logging
 import os
 import signal
@@ -421,8 +422,9 @@ def test_an_endpoint_leased_to_another_host_is_left_to_it(store: Store,
         assert store.get_webhook_endpoint(endpoint.id).lease_owner == "another host"
 
 
-def test_a_410_disables_the_endpoint_at_once_keeping_its_place(store: Store,
-                                                                database: str) -> None:
+def test_a_410_disables_the_endpoint_at_once_keeping_its_place(
+        store: Store, database: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="petstore.webhooks")
     gone_before = _counted("gone")
     with receiving(answer=_failing([(410, {}, b"gone")])) as receiver:
         endpoint, _ = _endpoint(store, receiver.url)
@@ -433,6 +435,8 @@ def test_a_410_disables_the_endpoint_at_once_keeping_its_place(store: Store,
         assert _counted("gone") == gone_before + 1
         gone = store.get_webhook_endpoint(endpoint.id)
         assert gone.disabled_reason == "the receiver answered 410 Gone"
+        assert _warnings(caplog) == [
+            f"webhook endpoint {endpoint.id} disabled: the receiver answered 410 Gone"]
         assert (gone.position, gone.order_id) == (endpoint.position, endpoint.order_id)
 
 
@@ -466,6 +470,42 @@ def test_a_replay_while_a_message_is_in_flight_is_not_undone_by_its_answer(
             wait_until(lambda: store.get_webhook_endpoint(endpoint.id).order_id == 2)
     assert [r.message["data"]["id"] for r in got] == [1, 1, 2]
     assert got[0].id == got[1].id  # the same change, sent again with its webhook-id
+
+
+def test_a_failure_answered_after_a_replay_does_not_undo_it(tmp_path: Path) -> None:
+    """A message that fails after a replay moved its endpoint leaves the replay's place and
+    cleared retries: the feed is sent again at once, not on the retry schedule."""
+    database = str(tmp_path / "petstore.db")
+    store = open_store(_settings(database))
+    release = threading.Event()
+    held = _held(release)
+    with receiving(answer=lambda got: (held(got), (500, {}, b"no"))[1]) as receiver:
+        endpoint, _ = _endpoint(store, receiver.url)
+        _seed(store, 1)
+        # The clock stands still: a retry the failure scheduled would never come.
+        with delivering(store, _settings(database), Clock()):
+            receiver.wait_for(1)
+            webhooks.replay(store, None, endpoint.id, None)
+            release.set()
+            receiver.wait_for(2)
+    assert store.webhook_attempts(endpoint.id, None, 5)[-1].status == 500
+    store.dispose()
+
+
+def test_a_retry_after_date_puts_the_next_attempt_off_until_then(tmp_path: Path) -> None:
+    database = str(tmp_path / "petstore.db")
+    store = open_store(_settings(database))
+    clock = Clock()
+    in_an_hour = email.utils.formatdate(time.time() + 3600, usegmt=True)
+    with receiving(answer=_failing([(503, {"Retry-After": in_an_hour}, b"")])) as receiver:
+        endpoint, _ = _endpoint(store, receiver.url)
+        _seed(store, 1)
+        with delivering(store, _settings(database, webhook_lease_seconds=1e6), clock):
+            receiver.wait_for(1)
+            wait_until(lambda: store.get_webhook_endpoint(endpoint.id).attempt == 1)
+    waiting = store.get_webhook_endpoint(endpoint.id)
+    assert waiting.next_attempt_at == pytest.approx(clock.now + 3600, abs=5)
+    store.dispose()
 
 
 def _all_held_by(store: Store, deliverer: Deliverer, endpoints: list[int]) -> bool:

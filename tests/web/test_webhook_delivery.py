@@ -674,6 +674,8 @@ def test_a_store_that_fails_and_recovers_costs_one_warning_and_no_message(
     held = store.get_webhook_endpoint(endpoint.id)
     assert held is not None and held.enabled and held.attempt == 0
     assert held.order_id == 4  # its place: after the last change
+    # Nothing else was said: no error of a task that failed unseen.
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
     store.dispose()
 
 

@@ -290,11 +290,11 @@ def test_an_unknown_pet_is_named_in_the_refusal(store: Store) -> None:
         assert str(refusal.value) == "No pet has the id 9."
 
 
-def test_a_stock_s_bounds_are_taken_and_said(store: Store) -> None:
+def test_a_stock_s_bounds_are_taken_and_said() -> None:
     assert pets.new_pet({"name": "Rex", "stock": 1_000_000_000})["stock"] == 1_000_000_000
     assert pets.new_pet({"name": "Rex", "stock": 0})["stock"] == 0
     too_many = refused(pets.new_pet, {"name": "Rex", "stock": 1_000_000_001})
-    assert too_many.sentence == ("stock must be a whole number from 0 to 1000000000.")
+    assert too_many.sentence == "stock must be a whole number from 0 to 1000000000."
 
 
 def test_claims_hold_a_key_until_it_is_released() -> None:

@@ -151,10 +151,9 @@ def reset_second_factor(store: Store, name: str, by: str, address: str | None) -
     """Remove another user's second factor (an authenticator lost) and its recovery codes
     (D38: else a code kept from before would work again once it enrols anew), as an owner
     does in the console after giving the password again (the caller asks for it); its
-    sessions end,
-    and it signs in with the password alone until it sets one up again (at once, where
-    PETSTORE_CONSOLE_REQUIRE_TOTP asks). One's own is changed on one's second factor page,
-    which asks for its current code too (D36): refused here (UserRefused)."""
+    sessions end, and it signs in with the password alone until it sets one up again (at
+    once, where PETSTORE_CONSOLE_REQUIRE_TOTP asks). One's own is changed on one's second
+    factor page, which asks for its current code too (D36): refused here (UserRefused)."""
     found = user(store, name)
     if found.name == by:
         record(store, by, address, "reset second factor refused", f"{name}: oneself")

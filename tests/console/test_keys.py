@@ -8,6 +8,7 @@ that works."""
 from __future__ import annotations
 
 import re
+import sqlite3
 import threading
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 
 from app.console.blueprint import form_slot
 from app.core import keys
+from app.core.config import Settings
 from app.core.storage import Store
 from tests.console.conftest import GOOD, Visitor, cell, form_key, row
 
@@ -93,14 +95,21 @@ def test_a_key_the_rules_refuse_is_not_made(signed_in: Visitor, store: Store) ->
     assert numbers.status_code == 400 and "The free plan sets its own limits" in numbers.text
     expiry = _make(signed_in, plan="free", scope="write", expiresIn="soon", password=GOOD)
     assert expiry.status_code == 400 and "is not a duration" in expiry.text
-    enterprise = _make(signed_in, plan="enterprise", scope="write", perMinute="7",
-                       perDay="70", password=GOOD)
+    enterprise = _make(signed_in, plan="enterprise", scope="write", perMinute="1",
+                       perDay="70", password=GOOD)  # 1, the least a field takes
     assert enterprise.status_code == 200
-    assert cell(_row(signed_in.get("/console/keys").text, 1), "quotas") == "7/min, 70/day"
+    assert cell(_row(signed_in.get("/console/keys").text, 1), "quotas") == "1/min, 70/day"
     named = _make(signed_in, name="\u202egnp.exe", plan="free", scope="write",
                   password=GOOD)  # a name people read (D37)
     assert named.status_code == 400
+    # The core's sentence ends with its own full stop; the page adds none.
     assert "The name must not hold control characters" in named.text
+    assert "it is text for a person to read.</" in named.text
+    for typed in ("0", "abc", "1" * 13):  # the console's own reading of its number fields
+        number = _make(signed_in, plan="enterprise", scope="write", perMinute=typed,
+                       perDay="70", password=GOOD)
+        assert number.status_code == 400, typed
+        assert "Requests a minute must be a whole number, 1 or more.<" in number.text, typed
     assert len(store.list_keys()) == 1
 
 
@@ -307,6 +316,27 @@ def test_a_key_revoked_since_its_form_made_it_gets_no_new_secret(signed_in: Visi
     revoked = store.get_key(key.id)
     assert revoked is not None and revoked.digest == key.digest
     assert 'id="secret"' not in again.text
+    entry = store.audit_entries(1)[0]
+    assert (entry.action, entry.detail) == ("renew key secret refused",
+                                            f"key {key.id}: revoked")
+
+
+def test_a_key_gone_since_its_form_made_it_is_a_404_page(signed_in: Visitor, store: Store,
+                                                         settings: Settings) -> None:
+    """A key no longer in the database (a backup restored from before it was made) when
+    its form is sent again: the console's 404 page names it, and no key is made."""
+    signed_in.get("/console/keys")
+    sent = {"key": form_key(signed_in.page, "/console/keys"), "plan": "free",
+            "scope": "write", "password": GOOD}
+    signed_in.post("/console/keys", sent)
+    (key,) = store.list_keys()
+    with sqlite3.connect(settings.database) as db:
+        db.execute("DELETE FROM api_keys WHERE id = ?", (key.id,))
+    db.close()
+    again = signed_in.post("/console/keys", sent)
+    assert again.status_code == 404
+    assert f"No key has the id {key.id}." in again.text
+    assert 'id="secret"' not in again.text and store.list_keys() == []
 
 
 def test_the_password_asked_to_make_or_rotate_a_key_is_throttled(signed_in: Visitor,

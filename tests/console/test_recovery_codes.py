@@ -90,6 +90,22 @@ def test_each_code_signs_in_once_and_the_page_says_how_many_are_left(
     assert "You have 8 recovery codes left." in typed.text and _left(store) == 8
 
 
+def test_a_recovery_code_ends_the_session_of_the_code_step(signed_in: Visitor) -> None:
+    """The page that says how many codes are left comes with a new session: the cookie of
+    the code step, were it kept (or stolen), opens nothing afterwards."""
+    _, codes = enrol(signed_in)
+    _to_code_step(signed_in)
+    before = signed_in.client.cookies.get("petstore-console")
+    used = signed_in.post(CODE, {"code": codes[0]})
+    assert "You have 9 recovery codes left." in used.text
+    assert signed_in.client.cookies.get("petstore-console") != before
+    kept = signed_in.client.get("/console/orders", follow_redirects=False,
+                                headers={"Cookie": f"petstore-console={before}"})
+    assert kept.status_code == 303
+    assert kept.headers["location"].startswith("/console/sign-in?")  # not the code step
+    assert signed_in.get("/console/orders").status_code == 200  # the new one opens
+
+
 def test_a_wrong_or_spent_code_is_counted_by_the_throttle(signed_in: Visitor,
                                                          store: Store) -> None:
     _, codes = enrol(signed_in)

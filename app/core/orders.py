@@ -64,14 +64,6 @@ def format_unix_time(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
-def get(store: Store, order_id: int) -> dict[str, Any]:
-    """The order with this id; raises OrderNotFound."""
-    order = store.get_order(order_id)
-    if order is None:
-        raise OrderNotFound(order_id)
-    return order
-
-
 def get_versioned(store: Store, order_id: int) -> tuple[dict[str, Any], int]:
     """The order with this id and its version, read together; raises OrderNotFound."""
     found = store.get_versioned_order(order_id)
@@ -177,7 +169,9 @@ class Placing:
     def __init__(self) -> None:
         self._keys: set[tuple[int, str]] = set()
         self._lock = threading.Lock()
-        self._janitor = 0  # the pid whose thread forgets old keys (forget_old_keys)
+        # The pid whose thread forgets old keys (forget_old_keys): none yet. (Not 0 or 1: a
+        # server in a container may well be process 1.)
+        self._janitor: int | None = None
 
     def place(self, store: Store, body: dict[str, Any], api_key_id: int,
               key: str) -> Placed:
@@ -210,21 +204,25 @@ class Placing:
         return placed
 
 
-def body_time(text: Any, name: str = "shipDate") -> str:
-    """A date-time member of a request body, as stored; raises InvalidParameter."""
+def body_time(text: Any) -> str:
+    """A request body's shipDate (placing an order or shipping one), as stored; raises
+    InvalidParameter. The document's format has taken it already; what is left to refuse is
+    a date-time that UTC cannot hold."""
     try:
-        return parse_time(text, name)
+        return parse_time(text)
     except InvalidOrder:
-        raise InvalidParameter(name, "date_time_range") from None
+        raise InvalidParameter("shipDate", "date_time_range") from None
 
 
-def forget_old_keys(store: Store, every: float = PURGE_EVERY) -> None:
+def forget_old_keys(store: Store, every: float = PURGE_EVERY,
+                    stop: threading.Event | None = None) -> None:
     """Forget the idempotency keys older than KEYS_KEPT, now and every PURGE_EVERY seconds,
-    for ever: run from a thread of its own, off every request's path."""
+    until stop is set (for ever without one, as Placing runs it): run from a thread of its
+    own, off every request's path."""
     def purge() -> int:
         return store.purge_idempotency_keys(format_time(dt.datetime.now(dt.UTC) - KEYS_KEPT))
 
-    purge_periodically(store, purge, "idempotency keys", every)
+    purge_periodically(store, purge, "idempotency keys", every, stop)
 
 
 def purge_periodically(store: Store, purge: Callable[[], int], what: str, every: float,

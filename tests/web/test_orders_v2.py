@@ -186,7 +186,8 @@ def test_one_order_by_id_and_its_errors(client: Any, auth: dict[str, str]) -> No
     assert response.json() == {"id": 2, "petId": 20, "quantity": 2,
                                "shipDate": "2026-11-20T10:00:00Z", "complete": True,
                                "status": "shipped"}
-    assert_error(client.get(f"{LIST}/999", headers=auth), 404, "order_not_found")
+    unknown = assert_error(client.get(f"{LIST}/999", headers=auth), 404, "order_not_found")
+    assert unknown["message"] == "No order has the id 999."
     assert_error(client.get(f"{LIST}/999", headers={**auth, "If-None-Match": "*"}),
                  404, "order_not_found")
     for bad in ("abc", "1.5", "+5", "005", str(2**63)):

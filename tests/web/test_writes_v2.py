@@ -244,6 +244,23 @@ def test_ship_moves_a_pending_order_once_and_refuses_a_cancelled_one(
         400, "invalid_request")["message"]
 
 
+# A date-time the document's format takes but UTC cannot hold: an hour before the year 1.
+BEFORE_YEAR_ONE = "0001-01-01T00:00:00+01:00"
+
+
+def test_a_ship_date_before_the_year_1_in_utc_is_400_naming_it_and_changes_nothing(
+        client: Any, auth: dict[str, str], store: Store) -> None:
+    """Placing and shipping alike: the sentence of docs/errors.md, with param shipDate."""
+    says = ("shipDate must be a date-time with an offset between the years 1 and 9999 in "
+            "UTC, such as 2026-12-01T10:00:00Z.")
+    for refused in (place(client, auth, {**NEW, "shipDate": BEFORE_YEAR_ONE}),
+                    client.post(f"{LIST}/1/ship", json={"shipDate": BEFORE_YEAR_ONE},
+                                headers=auth)):
+        assert assert_error(refused, 400, "invalid_request", "shipDate")["message"] == says
+    assert store.count_orders() == 4
+    assert client.get(f"{LIST}/1", headers=auth).json()["status"] == "pending"
+
+
 def test_ship_without_a_date_ships_now(client: Any, auth: dict[str, str]) -> None:
     shipped = client.post(f"{LIST}/4/ship", headers=auth)
     assert shipped.status_code == 200 and shipped.json()["shipDate"].startswith("20")

@@ -21,6 +21,7 @@ from app.core.errors import (
     OrderNotFound,
     OrderNotShipped,
     PreconditionFailed,
+    StoreUnavailable,
 )
 from app.core.storage.records import Placed, Transition
 from tests.support import wait_until
@@ -293,7 +294,9 @@ def test_forgetting_old_keys_logs_how_many_went_and_closes_its_connection(
         caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, "petstore.orders")
     store, stop = PurgingStore(old=3), threading.Event()
-    janitor = threading.Thread(target=orders.forget_old_keys, args=(store, 0.01, stop))
+    # A daemon, so that a janitor a wrong change keeps from stopping fails this test only.
+    janitor = threading.Thread(target=orders.forget_old_keys, args=(store, 0.01, stop),
+                               daemon=True)
     janitor.start()
     try:
         wait_until(lambda: len(store.cutoffs) >= 2, message="the janitor did not go round")
@@ -303,6 +306,38 @@ def test_forgetting_old_keys_logs_how_many_went_and_closes_its_connection(
     assert not janitor.is_alive()
     assert "forgot 3 old idempotency keys" in caplog.messages
     assert store.closed >= 2
+
+
+def test_a_purge_that_fails_is_logged_and_the_janitor_tries_again_next_round(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A database that cannot answer is a warning with its message; anything else is logged
+    with its traceback; neither ends the thread, whose next round forgets the keys."""
+    caplog.set_level(logging.INFO, "petstore.orders")
+    failures: list[Exception] = [StoreUnavailable("The database is locked."),
+                                 RuntimeError("a bug")]
+
+    class FailingStore(PurgingStore):
+        def purge_idempotency_keys(self, before: str) -> int:
+            if failures:
+                raise failures.pop(0)
+            return super().purge_idempotency_keys(before)
+
+    store, stop = FailingStore(old=2), threading.Event()
+    janitor = threading.Thread(target=orders.forget_old_keys, args=(store, 0.01, stop),
+                               daemon=True)
+    janitor.start()
+    try:
+        wait_until(lambda: store.cutoffs, message="no round after the failures")
+    finally:
+        stop.set()
+        janitor.join(5)
+    assert not janitor.is_alive()
+    logged = [(r.levelname, r.getMessage(), r.exc_info is not None) for r in caplog.records]
+    assert logged[:3] == [
+        ("WARNING", "could not forget old idempotency keys: The database is locked.", False),
+        ("ERROR", "could not forget old idempotency keys", True),
+        ("INFO", "forgot 2 old idempotency keys", False)]
+    assert store.closed >= 3  # after every round, failed or not
 
 
 # rows to import -------------------------------------------------------------------------
@@ -351,9 +386,14 @@ def test_a_whole_number_may_be_text_or_a_whole_float_and_an_empty_cell_is_none(
         ({"quantity": True}, "quantity must be a whole number"),
         ({"petId": "\u0665"}, "petId must be a whole number"),
         ({"petId": "X5"}, "petId must be a whole number"),
-        ({"shipDate": "2026-05-01T12:00:00"}, "needs a time-zone offset"),
-        ({"shipDate": "tomorrow"}, "ISO 8601"),
-        ({"shipDate": "0001-01-01T00:00:00+01:00"}, "between the years 1 and 9999 in UTC"),
+        ({"shipDate": "2026-05-01T12:00:00"},
+         "shipDate needs a time-zone offset (Z or +01:00), got '2026-05-01T12:00:00'"),
+        ({"shipDate": "tomorrow"}, "shipDate must be an ISO 8601 date-time such as "
+                                   "2026-05-01T10:00:00Z, got 'tomorrow'"),
+        ({"shipDate": "0001-01-01T00:00:00+01:00"},
+         "shipDate must fall between the years 1 and 9999 in UTC, "
+         "got '0001-01-01T00:00:00+01:00'"),
+        ({"shipDate": 20260501}, "shipDate must be a date-time string, got 20260501"),
         ({"status": "lost"}, "status must be one of pending, shipped, cancelled, got 'lost'"),
         ({"complete": "maybe"}, "complete must be true or false"),
         ({"complete": 2}, "complete must be true or false"),

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pyotp
+import pytest
 
 from app.core.config import Settings
 from app.core.storage import Store
@@ -90,14 +91,20 @@ def test_each_code_signs_in_once_and_the_page_says_how_many_are_left(
     assert "You have 8 recovery codes left." in typed.text and _left(store) == 8
 
 
-def test_a_recovery_code_ends_the_session_of_the_code_step(signed_in: Visitor) -> None:
-    """The page that says how many codes are left comes with a new session: the cookie of
-    the code step, were it kept (or stolen), opens nothing afterwards."""
-    _, codes = enrol(signed_in)
+@pytest.mark.parametrize("recovery_code", [True, False], ids=["recovery code", "authenticator"])
+def test_the_code_step_ends_its_session(signed_in: Visitor, recovery_code: bool) -> None:
+    """The authenticator's code, or a recovery code (whose page says how many are left),
+    comes with a new session: the cookie of the code step, were it kept (or stolen), opens
+    nothing afterwards."""
+    secret, codes = enrol(signed_in)
     _to_code_step(signed_in)
     before = signed_in.client.cookies.get("petstore-console")
-    used = signed_in.post(CODE, {"code": codes[0]})
-    assert "You have 9 recovery codes left." in used.text
+    if recovery_code:
+        used = signed_in.post(CODE, {"code": codes[0]})
+        assert "You have 9 recovery codes left." in used.text
+    else:  # the next step's code: enrolling spent this one's
+        used = signed_in.post(CODE, {"code": pyotp.TOTP(secret).at(time.time() + 30)})
+        assert used.status_code == 303 and used.headers["location"] == "/console/"
     assert signed_in.client.cookies.get("petstore-console") != before
     kept = signed_in.client.get("/console/orders", follow_redirects=False,
                                 headers={"Cookie": f"petstore-console={before}"})

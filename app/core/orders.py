@@ -169,8 +169,8 @@ class Placing:
     def __init__(self) -> None:
         self._keys: set[tuple[int, str]] = set()
         self._lock = threading.Lock()
-        # The pid whose thread forgets old keys (forget_old_keys): none yet. (Not 0 or 1: a
-        # server in a container may well be process 1.)
+        # The pid whose thread forgets old keys (forget_old_keys): none yet. (Not a number
+        # that stands for none: a server in a container may well be process 1.)
         self._janitor: int | None = None
 
     def place(self, store: Store, body: dict[str, Any], api_key_id: int,
@@ -219,8 +219,9 @@ def forget_old_keys(store: Store, every: float = PURGE_EVERY,
     """Forget the idempotency keys older than KEYS_KEPT, now and every PURGE_EVERY seconds,
     until stop is set (for ever without one, as Placing runs it): run from a thread of its
     own, off every request's path."""
-    def purge() -> int:
-        return store.purge_idempotency_keys(format_time(dt.datetime.now(dt.UTC) - KEYS_KEPT))
+    def purge() -> int:  # a day back in seconds, not in a clock's hours (a summer-time day)
+        return store.purge_idempotency_keys(
+            format_unix_time(time.time() - KEYS_KEPT.total_seconds()))
 
     purge_periodically(store, purge, "idempotency keys", every, stop)
 

@@ -287,7 +287,7 @@ def test_placing_starts_one_janitor_a_process_that_forgets_keys_older_than_a_day
     cutoff = dt.datetime.fromisoformat(store.cutoffs[0])
     day_ago = dt.datetime.now(dt.UTC) - dt.timedelta(hours=24)
     assert dt.timedelta(0) <= day_ago - cutoff < dt.timedelta(minutes=1)
-    assert store.cutoffs == [store.cutoffs[0]]  # one purge: the next is an hour away
+    assert len(store.cutoffs) == 1  # one purge so far, by the one janitor
 
 
 def test_forgetting_old_keys_logs_how_many_went_and_closes_its_connection(
@@ -332,7 +332,8 @@ def test_a_purge_that_fails_is_logged_and_the_janitor_tries_again_next_round(
         stop.set()
         janitor.join(5)
     assert not janitor.is_alive()
-    logged = [(r.levelname, r.getMessage(), r.exc_info is not None) for r in caplog.records]
+    logged = [(r.levelname, r.getMessage(), r.exc_info is not None) for r in caplog.records
+              if r.threadName == janitor.name]  # not a thread an earlier test left running
     assert logged[:3] == [
         ("WARNING", "could not forget old idempotency keys: The database is locked.", False),
         ("ERROR", "could not forget old idempotency keys", True),

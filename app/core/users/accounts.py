@@ -33,7 +33,7 @@ from app.core.errors import (
     UserRefused,
     WrongCode,
 )
-from app.core.orders import format_time, purge_periodically, utc_now
+from app.core.orders import format_time, format_unix_time, purge_periodically, utc_now
 from app.core.storage import Store
 from app.core.storage.console_statements import ConsoleUser
 from app.core.users import passwords, throttle
@@ -369,9 +369,10 @@ def record(store: Store, user_name: str | None, address: str | None, action: str
 
 
 def forget_old_audit(store: Store, days: int) -> int:
-    """Forget the audit lines older than so many days; how many went."""
-    return store.purge_audit_entries(format_time(dt.datetime.now(dt.UTC)
-                                                 - dt.timedelta(days=days)))
+    """Forget the audit lines older than so many days (of 86,400 seconds, whatever the
+    machine's clock does in summer time); how many went."""
+    return store.purge_audit_entries(
+        format_unix_time(time.time() - dt.timedelta(days=days).total_seconds()))
 
 
 AUDIT_PURGE_EVERY = 3600.0  # seconds between two purges of the audit log by a worker

@@ -219,7 +219,7 @@ def forget_old_keys(store: Store, every: float = PURGE_EVERY,
     """Forget the idempotency keys older than KEYS_KEPT, now and every PURGE_EVERY seconds,
     until stop is set (for ever without one, as Placing runs it): run from a thread of its
     own, off every request's path."""
-    def purge() -> int:  # a day back in seconds, not in a clock's hours (a summer-time day)
+    def purge() -> int:  # in seconds since the epoch, which no machine's time zone enters
         return store.purge_idempotency_keys(
             format_unix_time(time.time() - KEYS_KEPT.total_seconds()))
 

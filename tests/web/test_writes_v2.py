@@ -257,6 +257,8 @@ def test_a_ship_date_before_the_year_1_in_utc_is_400_naming_it_and_changes_nothi
                     client.post(f"{LIST}/1/ship", json={"shipDate": BEFORE_YEAR_ONE},
                                 headers=auth)):
         assert assert_error(refused, 400, "invalid_request", "shipDate")["message"] == says
+        for header in RATE_HEADERS:
+            assert header in refused.headers
     assert store.count_orders() == 4
     assert client.get(f"{LIST}/1", headers=auth).json()["status"] == "pending"
 

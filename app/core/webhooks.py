@@ -32,6 +32,7 @@ import email.utils
 import functools
 import re
 import secrets as random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -483,9 +484,10 @@ def deliveries(store: Store, key_id: int | None, endpoint_id: int,
 
 
 def prune(store: Store, days: int, now: dt.datetime | None = None) -> int:
-    """Forget the attempts older than days; how many went."""
-    moment = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(days=days)
-    return store.purge_webhook_attempts(format_time(moment))
+    """Forget the attempts older than days (of 86,400 seconds, whatever the machine's clock
+    does in summer time); how many went."""
+    moment = time.time() if now is None else now.timestamp()
+    return store.purge_webhook_attempts(format_unix_time(moment - days * 86_400))
 
 
 def test_result(msg_id: str, outcome: Outcome) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from app.core.errors import (
     WrongCode,
     WrongRecoveryCode,
 )
+from app.core.orders import format_unix_time
 from app.core.storage import Store
 from app.core.users import accounts, passwords, recovery, sessions
 from app.core.users.throttle import SignInThrottle, counted_address
@@ -375,8 +376,13 @@ def test_unlocking_lifts_every_counter_of_the_name_and_says_what_it_lifted(
             accounts.sign_in(store, "ann", "not the password", address)
         throttle.failed("ann", address, user.throttle_epoch)
     assert throttle.wait("ann", "192.0.2.1", user.throttle_epoch) > 0  # the name alone
+    # A failure older than the throttle's window (15 minutes, by the clock) counts no more.
+    store.add_audit_entry(format_unix_time(time.time() - 16 * 60), "ann", "192.0.2.7",
+                          "sign-in failed", "wrong password")
     lifted = accounts.unlock(store, "ann")
     assert lifted.failures == {"203.0.113.9": 5, "2001:db8::/64": 2, "198.51.100.4": 1}
+    since = dt.datetime.fromisoformat(lifted.since).timestamp()
+    assert time.time() - 15 * 60 - 5 < since <= time.time() - 15 * 60
     epoch = lifted.user.throttle_epoch
     assert epoch is not None and epoch != user.throttle_epoch
     assert accounts.throttle_epoch(store, "ann") == epoch

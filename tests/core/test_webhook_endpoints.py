@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -423,6 +424,16 @@ def test_the_attempts_log_forgets_what_is_older_than_its_days(store: Store) -> N
     assert webhooks.prune(store, 7, now) == 1
     page, _ = webhooks.deliveries(store, None, endpoint.id)
     assert [attempt.webhook_id for attempt in page] == ["msg_1_3", "msg_1_2"]
+
+
+def test_the_attempts_log_counts_its_days_back_from_the_clock(store: Store) -> None:
+    """Without a moment given (the deliverer's way), days of 86,400 seconds back from now."""
+    endpoint = _endpoint(store)
+    _attempt(store, endpoint, "msg_1_1", format_unix_time(time.time() - 7 * 86_400 - 60))
+    _attempt(store, endpoint, "msg_1_2", format_unix_time(time.time() - 7 * 86_400 + 60))
+    assert webhooks.prune(store, 7) == 1
+    page, _ = webhooks.deliveries(store, None, endpoint.id)
+    assert [attempt.webhook_id for attempt in page] == ["msg_1_2"]
 
 
 # an edit --------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from app.core.errors import (
     UserRefused,
     WrongCode,
 )
-from app.core.orders import format_time, format_unix_time, purge_periodically, utc_now
+from app.core.orders import format_unix_time, purge_periodically, utc_now
 from app.core.storage import Store
 from app.core.storage.console_statements import ConsoleUser
 from app.core.users import passwords, throttle
@@ -254,8 +254,10 @@ def unlock(store: Store, name: str, now: dt.datetime | None = None) -> Unlocked:
     and host. What it lifted is read from the audit log, which holds every counted
     failure under the user's name."""
     found = user(store, name)
-    moment = now or dt.datetime.now(dt.UTC)
-    since = format_time(moment - dt.timedelta(minutes=throttle.WINDOW_MINUTES))
+    # The window counted back in seconds, not on the local clock, which a change to summer
+    # time would stretch or shrink by an hour.
+    moment = time.time() if now is None else now.timestamp()
+    since = format_unix_time(moment - throttle.WINDOW_MINUTES * 60)
     # An epoch begins with the id of the user's last audit line when it was made: what an
     # earlier unlock lifted is not counted again.
     after = int(found.throttle_epoch.split(" ")[0]) if found.throttle_epoch else 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from app.core.config import Settings, SettingsError
-from app.core.storage.records import ApiKey
+from app.core.storage.records import PLANS, ApiKey
 
 
 class Plan(NamedTuple):
@@ -19,12 +19,23 @@ class Plan(NamedTuple):
 
 
 def plans_of(spec: dict[str, Any]) -> dict[str, Plan]:
-    """The plans declared under `x-plans` at the root of an OpenAPI document read (D11)."""
-    return {
+    """The plans declared under `x-plans` at the root of an OpenAPI document read (D11).
+    Every plan a key may be on takes its numbers from there, enterprise's excepted (its
+    keys carry their own): a document edited to leave one out stops the service at start,
+    naming it, rather than failing each request of a key on it."""
+    plans = {
         name: Plan(name, int(numbers["perMinute"]), int(numbers["perDay"]))
         for name, numbers in spec["x-plans"].items()
         if "perMinute" in numbers
     }
+    from_document = [name for name in PLANS if name != "enterprise"]
+    missing = [name for name in from_document if name not in plans]
+    if missing:
+        raise SettingsError(
+            f"x-plans gives no perMinute and perDay for {', '.join(missing)}: every plan a "
+            f"key may be on but enterprise ({', '.join(from_document)}) takes its quotas "
+            "from there (D11)")
+    return plans
 
 
 def plan_of(key: ApiKey, plans: dict[str, Plan]) -> Plan:

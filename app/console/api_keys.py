@@ -59,13 +59,11 @@ def _record(action: str, detail: str) -> None:
 
 
 def row_of(key: ApiKey, now: str) -> dict[str, Any]:
-    """A key as its row shows it: its quotas from its plan (or its own, enterprise)."""
-    plans = state().plans
-    quotas = plan_of(key, plans) if key.plan in plans or key.per_minute is not None else None
-    banned = key.banned_until is not None and key.banned_until > now
-    return {"key": key, "state": keys.state_of(key, now), "quotas": quotas,
+    """A key as its row shows it: its quotas from its plan (or its own, enterprise; the
+    service starts only with numbers for every other plan, D11)."""
+    return {"key": key, "state": keys.state_of(key, now), "quotas": plan_of(key, state().plans),
+            "banned": keys.banned(key, now),
             # Last used to the minute (D21), as the key's row keeps it.
-            "banned": banned,
             "last_used": f"{key.last_used_at[:16]}Z" if key.last_used_at else None}
 
 

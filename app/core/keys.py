@@ -416,6 +416,11 @@ def renew(store: Store, key_id: int) -> tuple[str, ApiKey]:
     return new.secret, renewed
 
 
+def banned(key: ApiKey, now: str) -> bool:
+    """Whether the key's ban still runs at now (a stored time): it ends at banned_until."""
+    return key.banned_until is not None and key.banned_until > now
+
+
 def state_of(key: ApiKey, now: str) -> str:
     """What a person most needs to know of a key's state, one phrase (now: a stored
     time)."""
@@ -424,7 +429,7 @@ def state_of(key: ApiKey, now: str) -> str:
     if key.expires_at and key.expires_at <= now:
         return f"expired {key.expires_at}"
     states = []
-    if key.banned_until and key.banned_until > now:
+    if banned(key, now):
         states.append(f"banned until {key.banned_until}")
     if key.previous_until and key.previous_until > now:
         states.append(f"old secret until {key.previous_until}")

@@ -154,15 +154,32 @@ def test_a_key_is_revoked_and_a_revoked_key_is_not_rotated(signed_in: Visitor,
 
 def test_a_ban_is_lifted(signed_in: Visitor, store: Store) -> None:
     _, key = keys.create(store, plan="free", name="", per_minute=None, per_day=None)
+    _, served = keys.create(store, plan="free", name="", per_minute=None, per_day=None)
     store.ban_key(key.id, "2099-01-01T00:00:00Z")
+    store.ban_key(served.id, "2020-01-01T00:00:00Z")  # a ban that has run out
     signed_in.get("/console/keys")
     assert ('banned until <time datetime="2099-01-01T00:00:00Z" title="2099-01-01 00:00:00 UTC">'
             "2099-01-01 00:00 UTC</time>") in cell(_row(signed_in.page, key.id), "state")
+    assert "Lift the ban" in _row(signed_in.page, key.id)
+    assert cell(_row(signed_in.page, served.id), "state") == "active"
+    assert "Lift the ban" not in _row(signed_in.page, served.id)
     lifted = signed_in.post(f"/console/keys/{key.id}/unban")
     page = signed_in.follow(lifted).text
     assert f"Key {key.id} is not banned." in page
     assert store.get_key(key.id).banned_until is None  # type: ignore[union-attr]
     assert "Lift the ban" not in _row(page, key.id)
+
+
+def test_a_key_s_row_says_when_it_was_last_used_to_the_minute(signed_in: Visitor,
+                                                                store: Store) -> None:
+    """D21: the key's row keeps its last use to the minute, and shows no more."""
+    _, key = keys.create(store, plan="enterprise", name="", per_minute=7, per_day=70_000)
+    store.touch_keys({key.id: "2026-11-29T12:34:56Z"})
+    found = _row(signed_in.get("/console/keys").text, key.id)
+    assert cell(found, "last-used") == (
+        '<time datetime="2026-11-29T12:34:00Z" title="2026-11-29 12:34:00 UTC">'
+        "2026-11-29 12:34 UTC</time>")
+    assert cell(found, "quotas") == "7/min, 70,000/day"
 
 
 def test_a_keys_name_is_shown_as_text(signed_in: Visitor, store: Store) -> None:

@@ -78,7 +78,6 @@ class Deliverer:
         self.pool: HandlerThreads | None = None
         self.main: asyncio.Task[None] | None = None
         self.failing = False
-        self.behind: dict[int, float] = {}  # endpoint -> since when a change waits (lag)
         self.sending: set[int] = set()  # endpoints with a message in flight
         self.stopping = False
         self.claimed: set[int] = set()  # the endpoints the last claim gave or renewed
@@ -178,7 +177,6 @@ class Deliverer:
                         endpoint_id, exc)
             await asyncio.sleep(self.claim_seconds)
         finally:
-            self.behind.pop(endpoint_id, None)
             if self.tasks.get(endpoint_id) is asyncio.current_task():
                 del self.tasks[endpoint_id]
 
@@ -214,7 +212,7 @@ class Deliverer:
                                  last.place, place, _seen(ahead.changes))
                 ahead.changes, ahead.after = [], last.place
                 return True
-            self.behind.pop(endpoint_id, None)
+            ahead.behind = None
             metrics.WEBHOOK_LAG.labels(str(endpoint_id)).set(0)
             assert ahead.revision is not None  # an empty read reads the revision
             await self.watch.passed(ahead.revision, IDLE_SECONDS)
@@ -225,8 +223,9 @@ class Deliverer:
                 ahead.changes = []
                 await asyncio.sleep(early)
                 return True
-        since = self.behind.setdefault(endpoint_id, time.time())
-        metrics.WEBHOOK_LAG.labels(str(endpoint_id)).set(time.time() - since)
+        if ahead.behind is None:
+            ahead.behind = time.time()
+        metrics.WEBHOOK_LAG.labels(str(endpoint_id)).set(time.time() - ahead.behind)
         self.sending.add(endpoint_id)
         try:
             delivered, ahead.endpoint = await self._deliver(endpoint, change)
@@ -344,8 +343,9 @@ class Recorder:
 class Ahead:
     """An endpoint task's changes read ahead: those after the place `after`, and, when a
     read found none, the revision read before it (a task with nothing to send waits for a
-    later one); the endpoint as its last attempt's write left it, for the next step; and
-    when it last sent each pet lately (PET_PACE_SECONDS)."""
+    later one); the endpoint as its last attempt's write left it, for the next step;
+    when it last sent each pet lately (PET_PACE_SECONDS); and since when a change has
+    waited for it, its lag (a task that takes the endpoint again counts afresh)."""
 
     def __init__(self) -> None:
         self.endpoint: WebhookEndpoint | None = None
@@ -353,6 +353,7 @@ class Ahead:
         self.changes: list[Change] = []
         self.revision: int | None = None
         self.pets_sent: dict[int, float] = {}  # pet id -> when last sent (monotonic)
+        self.behind: float | None = None  # when a change was first found waiting (Unix)
 
     def pet_sent(self, pet_id: int) -> float:
         """How long the pet must wait for its pace (0: none, and it is noted sent now)."""

@@ -367,7 +367,8 @@ def test_failures_are_retried_on_the_schedule_then_disable_and_enabling_loses_no
         endpoint, _ = _endpoint(store, receiver.url)
         _seed(store, 1)
         refused = _counted("refused")
-        with delivering(store, _settings(database, webhook_lease_seconds=1e6), clock):
+        with delivering(store, _settings(database, webhook_lease_seconds=1e6),
+                        clock) as deliverer:
             receiver.wait_for(1)
             wait_until(lambda: store.get_webhook_endpoint(endpoint.id).attempt == 1)
             assert _counted("refused") == refused + 1
@@ -388,6 +389,8 @@ def test_failures_are_retried_on_the_schedule_then_disable_and_enabling_loses_no
             disabled = store.get_webhook_endpoint(endpoint.id)
             assert not disabled.enabled and disabled.disabled_reason.startswith("10 attempts")
             assert len({r.id for r in receiver.received}) == 1  # one message, ten attempts
+            # The disabled endpoint's task ends and is let go: nothing is kept for it.
+            wait_until(lambda: endpoint.id not in deliverer.tasks)
             _seed(store, 2)  # a change while disabled
             clock.looked_again(3)  # three claims (every second) since
             assert len(receiver.received) == 10

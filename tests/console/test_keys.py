@@ -67,8 +67,9 @@ def test_a_key_is_made_with_the_password_and_its_secret_shown_once(signed_in: Vi
                            cell(row, "expires"))
     assert expires and expires.group(2) == f"{expires.group(1)[:10]} {expires.group(1)[11:16]} UTC"
     entry = store.audit_entries(1)[0]
-    assert (entry.action, entry.detail) == (
-        "key created", f"key {key.id} ({key.prefix}...), plan pro, scope read: storefront")
+    assert (entry.user_name, entry.address, entry.action, entry.detail) == (
+        "owner", "testclient", "key created",
+        f"key {key.id} ({key.prefix}...), plan pro, scope read: storefront")
     answer = signed_in.client.get("/v2/store/orders",
                                   headers={"Authorization": f"Bearer {secret}"})
     assert answer.status_code == 200

@@ -106,11 +106,13 @@ def cell(found_row: str, name: str) -> str:
 
 
 @pytest.fixture
-def console_settings(settings: Settings) -> Settings:
+def console_settings(settings: Settings, request: pytest.FixtureRequest) -> Settings:
     """The test client's address is "testclient", no IP address: the console answers any
     address here, except in the test of PETSTORE_CONSOLE_ALLOW; and its host is
-    "testserver", which PETSTORE_CONSOLE_HOSTS names (D36) beside loopback's."""
-    return settings.replace(console_allow="*", console_hosts=f"{HOST},localhost")
+    "testserver", which PETSTORE_CONSOLE_HOSTS names (D36) beside loopback's. A test may
+    change more settings by parametrizing this fixture (indirect) with a dict of them."""
+    changes = getattr(request, "param", {})
+    return settings.replace(console_allow="*", console_hosts=f"{HOST},localhost", **changes)
 
 
 @pytest.fixture

@@ -135,13 +135,18 @@ def test_a_key_is_rotated_with_a_grace_and_the_password(signed_in: Visitor,
     assert old not in "".join(e.detail for e in store.audit_entries(20))
 
 
-def test_a_key_is_revoked_and_a_revoked_key_is_not_rotated(signed_in: Visitor,
-                                                           store: Store) -> None:
+@pytest.mark.parametrize(("console_settings", "within"), [
+    ({}, "2 seconds"), ({"key_cache_seconds": 1}, "1 second"),
+    ({"key_cache_seconds": 0.5}, "0.5 seconds"),
+], indirect=["console_settings"])
+def test_a_key_is_revoked_and_a_revoked_key_is_not_rotated(signed_in: Visitor, store: Store,
+                                                           within: str) -> None:
+    """The notice says how soon the API refuses it: the key cache's time to live."""
     _, key = keys.create(store, plan="free", name="", per_minute=None, per_day=None)
     signed_in.get("/console/keys")
     revoked = signed_in.post(f"/console/keys/{key.id}/revoke")
     page = signed_in.follow(revoked).text
-    assert f"Key {key.id} is revoked" in page
+    assert f"Key {key.id} is revoked: the API refuses its secret within {within}." in page
     assert cell(_row(page, key.id), "state").startswith("revoked ")
     assert "Rotate" not in _row(page, key.id)
     refused = signed_in.post(f"/console/keys/{key.id}/rotate",

@@ -357,7 +357,8 @@ def _failing(answers: list[tuple[int, dict[str, str], bytes]]
 
 
 def test_failures_are_retried_on_the_schedule_then_disable_and_enabling_loses_nothing(
-        tmp_path: Path) -> None:
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="petstore.webhooks")
     database = str(tmp_path / "petstore.db")
     store = open_store(_settings(database))
     clock = Clock()
@@ -372,6 +373,7 @@ def test_failures_are_retried_on_the_schedule_then_disable_and_enabling_loses_no
             receiver.wait_for(1)
             wait_until(lambda: store.get_webhook_endpoint(endpoint.id).attempt == 1)
             assert _counted("refused") == refused + 1
+            task = deliverer.tasks[endpoint.id]
             # After 4 s nothing; after 5 s the second attempt.
             clock.advance(4)
             clock.looked_again()
@@ -383,9 +385,14 @@ def test_failures_are_retried_on_the_schedule_then_disable_and_enabling_loses_no
             waiting = store.get_webhook_endpoint(endpoint.id)
             assert waiting.next_attempt_at == pytest.approx(clock.now + 600, abs=1)
             for step, delay in enumerate(webhooks.SCHEDULE[2:], start=3):
+                # One task waits through every retry, keeping what it read ahead and its
+                # pets' pace.
+                assert deliverer.tasks[endpoint.id] is task
                 clock.advance(600 if step == 3 else delay)
                 receiver.wait_for(step)
                 wait_until(lambda s=step: store.get_webhook_endpoint(endpoint.id).attempt == s)
+            # None stopped on the way, to be started again by a claim.
+            assert [m for m in _warnings(caplog) if "delivery stopped" in m] == []
             disabled = store.get_webhook_endpoint(endpoint.id)
             assert not disabled.enabled and disabled.disabled_reason.startswith("10 attempts")
             assert len({r.id for r in receiver.received}) == 1  # one message, ten attempts

@@ -181,7 +181,9 @@ def test_a_key_s_row_says_when_it_was_last_used_to_the_minute(signed_in: Visitor
     """D21: the key's row keeps its last use to the minute, and shows no more."""
     _, key = keys.create(store, plan="enterprise", name="", per_minute=7, per_day=70_000)
     store.touch_keys({key.id: "2026-11-29T12:34:56Z"})
-    found = _row(signed_in.get("/console/keys").text, key.id)
+    page = signed_in.get("/console/keys")
+    assert page.status_code == 200
+    found = _row(page.text, key.id)
     assert cell(found, "last-used") == (
         '<time datetime="2026-11-29T12:34:00Z" title="2026-11-29 12:34:00 UTC">'
         "2026-11-29 12:34 UTC</time>")

@@ -10,6 +10,7 @@ signal."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import logging
 import os
@@ -139,11 +140,26 @@ def _in_feed_order(got: list[Received]) -> None:
         sorted((p, r.message["data"]["id"]) for p, r in zip(positions, got, strict=True))
 
 
-def test_an_endpoint_gets_only_its_types_signed_in_order(store: Store, database: str) -> None:
+def _lag(endpoint_id: int) -> float | None:
+    """The endpoint's petstore_webhook_lag_seconds in this process (None: never set)."""
+    return next((sample.value for metric in metrics.WEBHOOK_LAG.collect()
+                 for sample in metric.samples
+                 if sample.labels == {"endpoint": str(endpoint_id)}), None)
+
+
+def test_an_endpoint_gets_only_its_types_signed_in_order(
+        store: Store, database: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The changes an endpoint did not ask for are passed over by the task that holds it,
+    which then waits for more, its lag back to 0."""
+    caplog.set_level(logging.WARNING, logger="petstore.webhooks")
     with receiving() as shipped, receiving() as everything:
         only, only_secret = _endpoint(store, shipped.url, ("order.shipped",))
         _, all_secret = _endpoint(store, everything.url)
-        with delivering(store, _settings(database)):
+        with contextlib.suppress(KeyError):  # an earlier test's endpoint of the same id
+            metrics.WEBHOOK_LAG.remove(str(only.id))
+        with delivering(store, _settings(database)) as deliverer:
+            wait_until(lambda: only.id in deliverer.tasks)
+            task = deliverer.tasks[only.id]
             _seed(store, 1, 2)
             orders.ship(store, 2, NOW)
             orders.cancel(store, 1, None)
@@ -152,13 +168,23 @@ def test_an_endpoint_gets_only_its_types_signed_in_order(store: Store, database:
                                         == {1, 2})
             shipped.wait_for(1)
             wait_until(lambda: bool(store.webhook_attempts(only.id, None, 1)))
+            # The cancelling after the shipping is passed over; then nothing is behind.
+            wait_until(lambda: _lag(only.id) == 0, message="the lag stayed above 0")
+            # A new order (imported: order.changed) wakes the waiting task, which passes
+            # over it too.
+            _seed(store, 3)
+            wait_until(lambda: store.get_webhook_endpoint(only.id).order_id == 3)
+            everything.wait_until(lambda got: got[-1].message["data"]["id"] == 3)
+            assert deliverer.tasks[only.id] is task  # one task, which never stopped
+        assert _warnings(caplog) == []
         _in_feed_order(got)
         messages = everything.verified(all_secret)
-        assert messages[-2:] == [
-            {"type": "order.shipped", "timestamp": messages[-2]["timestamp"],
+        assert messages[-1]["type"] == "order.changed" and messages[-1]["data"]["id"] == 3
+        assert messages[-3:-1] == [
+            {"type": "order.shipped", "timestamp": messages[-3]["timestamp"],
              "data": {"id": 2, "petId": 2, "quantity": 1, "shipDate": NOW, "complete": False,
                       "status": "shipped"}},
-            {"type": "order.cancelled", "timestamp": messages[-1]["timestamp"],
+            {"type": "order.cancelled", "timestamp": messages[-2]["timestamp"],
              "data": {"id": 1, "petId": 1, "quantity": 1, "complete": False,
                       "status": "cancelled"}}]
         assert [m["type"] for m in shipped.verified(only_secret)] == ["order.shipped"]

@@ -190,6 +190,15 @@ def test_a_key_s_row_says_when_it_was_last_used_to_the_minute(signed_in: Visitor
     assert cell(found, "quotas") == "7/min, 70,000/day"
 
 
+def test_the_form_for_a_new_key_offers_every_plan_and_scope_free_and_write_first(
+        signed_in: Visitor) -> None:
+    page = signed_in.get("/console/keys").text
+    form = page.split('id="create-key"', 1)[1].split("</form>", 1)[0]
+    assert re.findall(r'<option value="(\w+)" (selected)?', form) == [
+        ("free", "selected"), ("pro", ""), ("business", ""), ("enterprise", ""),
+        ("read", ""), ("write", "selected")]
+
+
 def test_a_keys_name_is_shown_as_text(signed_in: Visitor, store: Store) -> None:
     keys.create(store, plan="free", name="<img src=x onerror=alert(1)>", per_minute=None,
                 per_day=None)

@@ -83,7 +83,7 @@ def _list(status: int = 200, error: str | None = None,
     now = utc_now()
     rows = [row_of(key, now) for key in store().list_keys()]
     return render("keys.html", status, headers, rows=rows, plans=PLANS, scopes=SCOPES,
-                  form=form or {"plan": "free", "scope": "write", "grace": GRACE_DEFAULT},
+                  form=form or {"plan": "free", "scope": "write"}, grace=GRACE_DEFAULT,
                   error=error, notice=_notice())
 
 

@@ -191,12 +191,18 @@ def test_a_key_s_row_says_when_it_was_last_used_to_the_minute(signed_in: Visitor
 
 
 def test_the_form_for_a_new_key_offers_every_plan_and_scope_free_and_write_first(
-        signed_in: Visitor) -> None:
+        signed_in: Visitor, store: Store) -> None:
+    """And a key's rotation keeps the old secret a day, unless the owner says otherwise,
+    also on a page shown again after a refused form."""
+    _, key = keys.create(store, plan="free", name="", per_minute=None, per_day=None)
     page = signed_in.get("/console/keys").text
     form = page.split('id="create-key"', 1)[1].split("</form>", 1)[0]
     assert re.findall(r'<option value="(\w+)" (selected)?', form) == [
         ("free", "selected"), ("pro", ""), ("business", ""), ("enterprise", ""),
         ("read", ""), ("write", "selected")]
+    assert 'name="grace" value="24h"' in _row(page, key.id)
+    refused = _make(signed_in, name="x", plan="free", scope="write", password="wrong")
+    assert 'name="grace" value="24h"' in _row(refused.text, key.id)
 
 
 def test_a_keys_name_is_shown_as_text(signed_in: Visitor, store: Store) -> None:

@@ -276,15 +276,19 @@ def test_a_crossing_is_one_from_what_the_endpoint_last_read_whatever_came_betwee
 
 
 def test_a_pet_that_changes_faster_than_the_pace_is_sent_as_it_is_at_most_that_often(
-        store: Store, database: str) -> None:
+        store: Store, database: str, caplog: pytest.LogCaptureFixture) -> None:
     """D39: a pet changing without pause (a flash sale) is sent to an endpoint at most once
     every PET_PACE_SECONDS, each message the pet as it is when read, the last one as it is
-    now; another pet changed meanwhile is sent too, all in feed order."""
+    now; another pet changed meanwhile is sent too, all in feed order. The endpoint's task
+    waits out the pace itself, without stopping."""
+    caplog.set_level(logging.WARNING, logger="petstore.webhooks")
     store.import_pets([{"id": 7, "name": "Rex", "stock": 1_000_000},
                        {"id": 8, "name": "Fido", "stock": 3}])
     with receiving() as receiver:
-        _, secret = _endpoint(store, receiver.url, tuple(webhooks.PET_TYPES))
-        with delivering(store, _settings(database)):
+        endpoint, secret = _endpoint(store, receiver.url, tuple(webhooks.PET_TYPES))
+        with delivering(store, _settings(database)) as deliverer:
+            wait_until(lambda: endpoint.id in deliverer.tasks)
+            task = deliverer.tasks[endpoint.id]
             changes = 0
             until = time.monotonic() + 1.0
             while time.monotonic() < until:  # a second of changes of Rex, one after another
@@ -295,6 +299,8 @@ def test_a_pet_that_changes_faster_than_the_pace_is_sent_as_it_is_at_most_that_o
             final = orjson.loads(store.pet_json(7)[0])
             got = receiver.wait_until(lambda got: any(
                 r.message["data"] == final for r in got), timeout=10)
+            assert deliverer.tasks[endpoint.id] is task
+        assert _warnings(caplog) == []
         _in_feed_order(got)
         messages = receiver.verified(secret)
         assert {m["data"]["id"] for m in messages} == {7, 8}

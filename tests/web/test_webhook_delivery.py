@@ -519,6 +519,56 @@ def test_a_replay_while_a_message_is_in_flight_is_not_undone_by_its_answer(
     assert got[0].id == got[1].id  # the same change, sent again with its webhook-id
 
 
+class Interposed:
+    """A store that runs `before` once, at the next call of `name` after `arm()`, then makes
+    that call: something another request does at that very moment."""
+
+    def __init__(self, store: Store, name: str, before: Callable[[], Any]) -> None:
+        self.store, self.name, self.before = store, name, before
+        self.armed = threading.Event()
+        self.done = threading.Event()
+
+    def arm(self) -> None:
+        self.armed.set()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.store, name)
+        if name != self.name:
+            return method
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.armed.is_set() and not self.done.is_set():
+                self.before()
+                self.done.set()
+            return method(*args, **kwargs)
+        return call
+
+
+def test_a_replay_while_changes_are_passed_over_is_not_undone(store: Store,
+                                                              database: str) -> None:
+    """The changes an endpoint did not ask for move its place past them only while the
+    place is still where they were read from: a replay at that moment stands, and what it
+    asks for is sent again."""
+    with receiving() as receiver:
+        endpoint, _ = _endpoint(store, receiver.url, ("order.shipped",))
+        _seed(store, 5)
+        orders.ship(store, 5, NOW)
+        interposed = Interposed(
+            store, "webhook_delivered",
+            lambda: webhooks.replay(store, None, endpoint.id, None))  # from the beginning
+        with delivering(interposed, _settings(database)):  # type: ignore[arg-type]
+            receiver.wait_for(1)  # order 5, shipped
+            wait_until(lambda: store.get_webhook_endpoint(endpoint.id).order_id == 5)
+            interposed.arm()
+            _seed(store, 1, 2)  # not asked for: passed over, and the replay comes between
+            got = receiver.wait_for(2)
+            wait_until(interposed.done.is_set)
+            wait_until(lambda: store.get_webhook_endpoint(endpoint.id).order_id == 2)
+    assert [(r.message["type"], r.message["data"]["id"]) for r in got] == [
+        ("order.shipped", 5), ("order.shipped", 5)]
+    assert got[0].id == got[1].id
+
+
 def test_a_failure_answered_after_a_replay_does_not_undo_it(tmp_path: Path) -> None:
     """A message that fails after a replay moved its endpoint leaves the replay's place and
     cleared retries: the feed is sent again at once, not on the retry schedule."""

@@ -320,3 +320,32 @@ def page_elsewhere(page: bytes) -> Iterator[int]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+class Interposed:
+    """A store that runs `before`, given the call's arguments, once, at the next call of
+    `name` after `arm()` (at once if armed=True), then makes that call: something another
+    request does at that very moment. Every other call goes to the store."""
+
+    def __init__(self, store: Any, name: str, before: Callable[..., Any],
+                 armed: bool = False) -> None:
+        self.store, self.name, self.before = store, name, before
+        self.armed = threading.Event()
+        self.done = threading.Event()
+        if armed:
+            self.arm()
+
+    def arm(self) -> None:
+        self.armed.set()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.store, name)
+        if name != self.name:
+            return method
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.armed.is_set() and not self.done.is_set():
+                self.before(*args, **kwargs)
+                self.done.set()
+            return method(*args, **kwargs)
+        return call

@@ -6,16 +6,19 @@ and the password asked here counted by the throttle as at the sign-in."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 
 import pyotp
 
+from app.console.blueprint import STATE
 from app.core.config import Settings
 from app.core.storage import Store
 from app.core.users import accounts
 from app.web import PetstoreApp, create_app
 from tests.console.conftest import GOOD, Visitor, form_key
+from tests.support import Interposed
 
 PAGE = "/console/account/second-factor"
 REMOVE = "/console/account/second-factor/remove"
@@ -105,6 +108,25 @@ def test_the_second_factor_is_enrolled_then_asked_at_each_sign_in(
     opened = signed_in.post("/console/sign-in/code", {"code": later,
                                                       "next": "/console/pets?status=sold"})
     assert opened.headers["location"] == "/console/pets?status=sold"
+
+
+def test_two_pages_shown_at_once_offer_the_one_secret_kept(app: PetstoreApp,
+                                                           signed_in: Visitor,
+                                                           store: Store) -> None:
+    """A second tab's page kept its secret after this page found the session keeping none,
+    and before this page kept its own: this page offers the one kept, whose code enrols."""
+    other = accounts.new_totp_secret()
+    console = app.console.extensions[STATE]
+    interposed = Interposed(console.services.store, "offer_totp_secret",
+                            lambda digest, _: store.offer_totp_secret(digest, other),
+                            armed=True)
+    app.console.extensions[STATE] = dataclasses.replace(
+        console, services=dataclasses.replace(console.services, store=interposed))
+    signed_in.get(PAGE)
+    assert interposed.done.is_set() and _offered(signed_in.page) == other
+    enrolled = signed_in.post(PAGE, {"password": GOOD, "code": pyotp.TOTP(other).now()})
+    assert enrolled.status_code == 200 and len(codes_shown(enrolled.text)) == 10
+    assert store.console_user("owner").totp_secret == other  # type: ignore[union-attr]
 
 
 def test_a_secret_of_the_forms_choosing_is_never_enrolled(signed_in: Visitor,

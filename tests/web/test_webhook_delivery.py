@@ -33,7 +33,7 @@ from app.core.storage.records import WebhookEndpoint
 from app.web.deliverer import PET_PACE_SECONDS, Ahead, Deliverer, run_alone
 from app.web.longpoll import RevisionWatch
 from tests.receivers import Received, receiving
-from tests.support import wait_until
+from tests.support import Interposed, wait_until
 
 NOW = "2026-11-24T10:00:00Z"
 
@@ -519,31 +519,6 @@ def test_a_replay_while_a_message_is_in_flight_is_not_undone_by_its_answer(
     assert got[0].id == got[1].id  # the same change, sent again with its webhook-id
 
 
-class Interposed:
-    """A store that runs `before` once, at the next call of `name` after `arm()`, then makes
-    that call: something another request does at that very moment."""
-
-    def __init__(self, store: Store, name: str, before: Callable[[], Any]) -> None:
-        self.store, self.name, self.before = store, name, before
-        self.armed = threading.Event()
-        self.done = threading.Event()
-
-    def arm(self) -> None:
-        self.armed.set()
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self.store, name)
-        if name != self.name:
-            return method
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if self.armed.is_set() and not self.done.is_set():
-                self.before()
-                self.done.set()
-            return method(*args, **kwargs)
-        return call
-
-
 def test_a_replay_while_changes_are_passed_over_is_not_undone(store: Store,
                                                               database: str) -> None:
     """The changes an endpoint did not ask for move its place past them only while the
@@ -555,7 +530,7 @@ def test_a_replay_while_changes_are_passed_over_is_not_undone(store: Store,
         orders.ship(store, 5, NOW)
         interposed = Interposed(
             store, "webhook_delivered",
-            lambda: webhooks.replay(store, None, endpoint.id, None))  # from the beginning
+            lambda *_: webhooks.replay(store, None, endpoint.id, None))  # from the beginning
         with delivering(interposed, _settings(database)):  # type: ignore[arg-type]
             receiver.wait_for(1)  # order 5, shipped
             wait_until(lambda: store.get_webhook_endpoint(endpoint.id).order_id == 5)

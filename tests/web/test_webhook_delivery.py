@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import itertools
 import logging
 import os
 import signal
@@ -312,6 +313,22 @@ def test_a_pet_that_changes_faster_than_the_pace_is_sent_as_it_is_at_most_that_o
         assert len(rex) <= (rex[-1] - rex[0] + PET_PACE_SECONDS) / PET_PACE_SECONDS + 1, (
             f"{len(rex)} messages of one pet in {rex[-1] - rex[0]:.2f} s of {changes} changes")
         assert changes > 2 * len(rex)
+
+
+def test_a_pets_pace_holds_back_no_other_pet(store: Store, database: str) -> None:
+    """D39: the pace is each pet's own: ten pets changed at once are sent one after another
+    as fast as the receiver answers, not a pace apart (which would take a second)."""
+    with receiving() as receiver:
+        _endpoint(store, receiver.url, tuple(webhooks.PET_TYPES))
+        with delivering(store, _settings(database)):
+            store.import_pets([{"id": n, "name": f"Pet {n}", "stock": 1}
+                               for n in range(1, 11)])
+            got = receiver.wait_for(10)
+    assert sorted(r.message["data"]["id"] for r in got) == list(range(1, 11))
+    # Held a pace apart, no two would come less than PET_PACE_SECONDS apart; half of it
+    # leaves a loaded machine's delivery time room.
+    gaps = [later.at - earlier.at for earlier, later in itertools.pairwise(got)]
+    assert min(gaps) < PET_PACE_SECONDS / 2, gaps
 
 
 def test_a_pets_pace_runs_from_its_last_message_and_is_kept_for_many_pets() -> None:

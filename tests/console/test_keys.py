@@ -407,5 +407,5 @@ def test_the_password_asked_to_make_or_rotate_a_key_is_throttled(signed_in: Visi
     assert int(refused.headers["retry-after"]) > 14 * 60
     assert store.get_key(key.id).digest == key.digest  # type: ignore[union-attr]
     entry = store.audit_entries(1)[0]
-    assert (entry.user_name, entry.action, entry.detail) == (
-        "owner", "password confirmation refused", f"rotate key {key.id}: throttled")
+    assert (entry.user_name, entry.address, entry.action, entry.detail) == (
+        "owner", "testclient", "password confirmation refused", f"rotate key {key.id}: throttled")

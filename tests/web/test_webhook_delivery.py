@@ -811,6 +811,44 @@ def test_a_receiver_that_does_not_answer_in_time_is_retried_keeping_its_place(
     store.dispose()
 
 
+class Counted:
+    """A store that counts the calls of changes_after that found changes, once armed."""
+
+    def __init__(self, store: Store) -> None:
+        self.store, self.armed, self.found = store, False, 0
+
+    def changes_after(self, *args: Any) -> Any:
+        changes = self.store.changes_after(*args)
+        if self.armed and changes:
+            self.found += 1
+        return changes
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def test_endpoints_woken_at_one_place_share_one_read(tmp_path: Path) -> None:
+    """Ten endpoints that delivered the same change wait at the same place; the next change
+    wakes them all, and they read it from the feed once between them, not ten times."""
+    database = str(tmp_path / "petstore.db")
+    store = open_store(_settings(database))
+    counted = Counted(store)
+    with receiving() as receiver:
+        endpoints = [_endpoint(store, receiver.url)[0].id for _ in range(10)]
+        with delivering(counted, _settings(database)):  # type: ignore[arg-type]
+            _seed(store, 1)
+            receiver.wait_for(10)
+            wait_until(lambda: all(store.get_webhook_endpoint(e).order_id == 1
+                                   for e in endpoints))
+            counted.armed = True
+            _seed(store, 2)
+            got = receiver.wait_for(20)
+    assert sorted(r.message["data"]["id"] for r in got[10:]) == [2] * 10
+    # Woken together, they share the read under way; a slow machine may wake a few late.
+    assert counted.found <= 3, counted.found
+    store.dispose()
+
+
 def test_a_clean_stop_lets_the_message_in_flight_finish_and_records_its_answer(
         tmp_path: Path) -> None:
     """A message the receiver answers while the deliverer stops (within the attempt
@@ -840,14 +878,23 @@ def test_a_clean_stop_lets_the_message_in_flight_finish_and_records_its_answer(
 
 def test_a_clean_stop_gives_its_leases_back_for_another_host_to_claim_at_once(
         tmp_path: Path) -> None:
+    """Tasks with nothing in flight stop at once, not after the attempt timeout (30 s
+    here), and every lease is given back."""
     database = str(tmp_path / "petstore.db")
     store = open_store(_settings(database))
     with receiving() as receiver:
         endpoints = [_endpoint(store, receiver.url)[0].id for _ in range(3)]
         # Leases of a day: only giving them back frees them before then.
-        with delivering(store, _settings(database, webhook_lease_seconds=86_400)) as first:
+        settings = _settings(database, webhook_lease_seconds=86_400, webhook_timeout=30.0)
+        with delivering(store, settings) as first:
             wait_until(lambda: _all_held_by(store, first, endpoints),
                        message="the deliverer did not claim every endpoint")
+            _seed(store, 1)
+            receiver.wait_for(3)  # each endpoint's message delivered, none in flight
+            wait_until(lambda: all(store.get_webhook_endpoint(e).order_id == 1
+                                   for e in endpoints))
+            stopping = time.monotonic()
+        assert time.monotonic() - stopping < 10
         for endpoint_id in endpoints:
             left = store.get_webhook_endpoint(endpoint_id)
             assert left is not None and left.lease_owner is None

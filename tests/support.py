@@ -324,12 +324,13 @@ def page_elsewhere(page: bytes) -> Iterator[int]:
 
 class Interposed:
     """A store that runs `before`, given the call's arguments, once, at the next call of
-    `name` after `arm()` (at once if armed=True), then makes that call: something another
-    request does at that very moment. Every other call goes to the store."""
+    `name` after `arm()` (at once if armed=True) for which `when()` holds, then makes that
+    call: something another request does at that very moment. Every other call goes to
+    the store."""
 
     def __init__(self, store: Any, name: str, before: Callable[..., Any],
-                 armed: bool = False) -> None:
-        self.store, self.name, self.before = store, name, before
+                 armed: bool = False, when: Callable[[], bool] = lambda: True) -> None:
+        self.store, self.name, self.before, self.when = store, name, before, when
         self.armed = threading.Event()
         self.done = threading.Event()
         if armed:
@@ -344,7 +345,7 @@ class Interposed:
             return method
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            if self.armed.is_set() and not self.done.is_set():
+            if self.armed.is_set() and not self.done.is_set() and self.when():
                 self.before(*args, **kwargs)
                 self.done.set()
             return method(*args, **kwargs)

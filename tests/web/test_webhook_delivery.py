@@ -276,6 +276,39 @@ def test_a_crossing_is_one_from_what_the_endpoint_last_read_whatever_came_betwee
             "pet.out_of_stock", "pet.back_in_stock"]
 
 
+def test_changes_committed_while_an_idle_endpoint_reads_are_judged_from_what_it_read(
+        store: Store, database: str) -> None:
+    """D39: a read of the feed that finds nothing reads the revision, then the feed again;
+    a pet's changes committed in between are judged from what the endpoint last read of
+    the pet, as any others are: sold out and restocked, no crossing, nothing sent."""
+    store.import_pets([{"id": 7, "name": "Rex", "stock": 2}])
+    with receiving() as receiver:
+        endpoint, _ = _endpoint(store, receiver.url, ("pet.out_of_stock",
+                                                      "pet.back_in_stock"))
+
+        def between(*_: Any) -> None:
+            store.place_order({"petId": 7, "quantity": 1}, 1, "b", "b", NOW,
+                              catalogue_pets_only=True)  # sold out...
+            pets.adjust(store, 7, 1, None, 1, "restock")  # ...and back
+
+        def read(pet_id: int, stock: int) -> bool:
+            now = store.get_webhook_endpoint(endpoint.id)
+            return (now is not None and store.changes_after(now.place, 1, ("pet",)) == []
+                    and orjson.loads(store.pet_json(pet_id)[0])["available"] == stock)
+
+        interposed = Interposed(  # the deliverer's reads only, not the revision's watch
+            store, "revision", between,
+            when=lambda: threading.current_thread().name.startswith("webhooks-"))
+        with delivering(interposed, _settings(database)):  # type: ignore[arg-type]
+            store.place_order({"petId": 7, "quantity": 1}, 1, "a", "a", NOW,
+                              catalogue_pets_only=True)  # 1 left: read, no crossing
+            wait_until(lambda: read(7, 1), message="the endpoint did not read the pet")
+            interposed.arm()  # its next read, when it has waited its idle time
+            wait_until(interposed.done.is_set, message="the endpoint did not read again")
+            wait_until(lambda: read(7, 1), message="the endpoint did not read the changes")
+    assert receiver.received == []
+
+
 def test_a_pet_that_changes_faster_than_the_pace_is_sent_as_it_is_at_most_that_often(
         store: Store, database: str, caplog: pytest.LogCaptureFixture) -> None:
     """D39: a pet changing without pause (a flash sale) is sent to an endpoint at most once

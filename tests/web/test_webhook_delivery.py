@@ -909,6 +909,28 @@ def test_a_clean_stop_lets_the_message_in_flight_finish_and_records_its_answer(
     store.dispose()
 
 
+def test_a_stop_during_an_attempt_never_answered_records_it_as_unanswered(
+        tmp_path: Path) -> None:
+    """The stop waits for the attempt's own timeout: the attempt is recorded as one with
+    no answer (to be retried on the schedule), not cut short and lost."""
+    database = str(tmp_path / "petstore.db")
+    store = open_store(_settings(database))
+    release = threading.Event()
+    try:
+        with receiving(answer=_held(release)) as receiver:
+            endpoint, _ = _endpoint(store, receiver.url)
+            _seed(store, 1)
+            with delivering(store, _settings(database, webhook_timeout=1.0)):
+                receiver.wait_for(1)  # held, and never answered in time
+            (attempt,) = store.webhook_attempts(endpoint.id, None, 5)
+            assert (attempt.status, attempt.error) == (None, "no answer within 1 s")
+            stopped = store.get_webhook_endpoint(endpoint.id)
+            assert stopped is not None and stopped.attempt == 1 and stopped.order_id != 1
+    finally:
+        release.set()
+    store.dispose()
+
+
 def test_a_clean_stop_gives_its_leases_back_for_another_host_to_claim_at_once(
         tmp_path: Path) -> None:
     """Tasks with nothing in flight stop at once, not after the attempt timeout (30 s

@@ -333,6 +333,7 @@ class Interposed:
         self.store, self.name, self.before, self.when = store, name, before, when
         self.armed = threading.Event()
         self.done = threading.Event()
+        self.lock = threading.Lock()  # one call runs before, whatever calls at once
         if armed:
             self.arm()
 
@@ -346,7 +347,9 @@ class Interposed:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             if self.armed.is_set() and not self.done.is_set() and self.when():
-                self.before(*args, **kwargs)
-                self.done.set()
+                with self.lock:
+                    if not self.done.is_set():
+                        self.before(*args, **kwargs)
+                        self.done.set()
             return method(*args, **kwargs)
         return call

@@ -4,12 +4,14 @@ short of running scripts. tests/e2e/test_console_browser.py is the real browser'
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from app.console.blueprint import STATE
 from app.core.config import Settings
 from app.core.storage import Store
 from app.core.users import accounts
@@ -141,3 +143,13 @@ def signed_in(visitor: Visitor, owner: str) -> Visitor:
     visitor.follow(visitor.sign_in(owner, GOOD))
     assert "Pending orders" in visitor.page
     return visitor
+
+
+def console_store(app: PetstoreApp, wrap: Callable[[Any], Any]) -> Any:
+    """Give the app's console the store wrap makes of its own (a store that fails, or
+    that lets another request in at a chosen call); that store."""
+    console = app.console.extensions[STATE]
+    wrapped = wrap(console.services.store)
+    app.console.extensions[STATE] = dataclasses.replace(
+        console, services=dataclasses.replace(console.services, store=wrapped))
+    return wrapped

@@ -5,15 +5,13 @@ and never a trace; the API keeps its JSON meanwhile."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from typing import Any
 
-from app.console.blueprint import STATE
 from app.core.errors import StoreUnavailable
 from app.web import PetstoreApp
 from app.web.access import AccessLog
 from app.web.exchange import EXCHANGE
-from tests.console.conftest import Visitor
+from tests.console.conftest import Visitor, console_store
 
 
 class Failing:
@@ -30,10 +28,7 @@ class Failing:
 
 
 def _failing(app: PetstoreApp, error: Exception) -> None:
-    console = app.console.extensions[STATE]
-    services = dataclasses.replace(console.services, store=Failing(console.services.store,
-                                                                    error))
-    app.console.extensions[STATE] = dataclasses.replace(console, services=services)
+    console_store(app, lambda store: Failing(store, error))
 
 
 def test_a_database_that_does_not_answer_is_a_page_to_retry(app: PetstoreApp,

@@ -6,18 +6,16 @@ and the password asked here counted by the throttle as at the sign-in."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import time
 
 import pyotp
 
-from app.console.blueprint import STATE
 from app.core.config import Settings
 from app.core.storage import Store
 from app.core.users import accounts
 from app.web import PetstoreApp, create_app
-from tests.console.conftest import GOOD, Visitor, form_key
+from tests.console.conftest import GOOD, Visitor, console_store, form_key
 from tests.support import Interposed
 
 PAGE = "/console/account/second-factor"
@@ -121,12 +119,9 @@ def test_two_pages_shown_at_once_offer_the_one_secret_kept(app: PetstoreApp,
     """A second tab's page kept its secret after this page found the session keeping none,
     and before this page kept its own: this page offers the one kept, whose code enrols."""
     other = accounts.new_totp_secret()
-    console = app.console.extensions[STATE]
-    interposed = Interposed(console.services.store, "offer_totp_secret",
-                            lambda digest, _: store.offer_totp_secret(digest, other),
-                            armed=True)
-    app.console.extensions[STATE] = dataclasses.replace(
-        console, services=dataclasses.replace(console.services, store=interposed))
+    interposed = console_store(app, lambda own: Interposed(
+        own, "offer_totp_secret", lambda digest, _: store.offer_totp_secret(digest, other),
+        armed=True))
     signed_in.get(PAGE)
     assert interposed.done.is_set() and _offered(signed_in.page) == other
     enrolled = signed_in.post(PAGE, {"password": GOOD, "code": pyotp.TOTP(other).now()})

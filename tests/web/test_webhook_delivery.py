@@ -141,6 +141,13 @@ def _in_feed_order(got: list[Received]) -> None:
         sorted((p, r.message["data"]["id"]) for p, r in zip(positions, got, strict=True))
 
 
+def _unset_lags(*endpoint_ids: int) -> None:
+    """Forget the lag an earlier test's endpoint of the same id left in this process."""
+    for endpoint_id in endpoint_ids:
+        with contextlib.suppress(KeyError):
+            metrics.WEBHOOK_LAG.remove(str(endpoint_id))
+
+
 def _lag(endpoint_id: int) -> float | None:
     """The endpoint's petstore_webhook_lag_seconds in this process (None: never set)."""
     return next((sample.value for metric in metrics.WEBHOOK_LAG.collect()
@@ -156,8 +163,7 @@ def test_an_endpoint_gets_only_its_types_signed_in_order(
     with receiving() as shipped, receiving() as everything:
         only, only_secret = _endpoint(store, shipped.url, ("order.shipped",))
         _, all_secret = _endpoint(store, everything.url)
-        with contextlib.suppress(KeyError):  # an earlier test's endpoint of the same id
-            metrics.WEBHOOK_LAG.remove(str(only.id))
+        _unset_lags(only.id)
         with delivering(store, _settings(database)) as deliverer:
             wait_until(lambda: only.id in deliverer.tasks)
             task = deliverer.tasks[only.id]
@@ -450,8 +456,7 @@ def test_failures_are_retried_on_the_schedule_then_disable_and_enabling_loses_no
         endpoint, _ = _endpoint(store, receiver.url)
         _seed(store, 1)
         refused = _counted("refused")
-        with contextlib.suppress(KeyError):  # an earlier test's endpoint of the same id
-            metrics.WEBHOOK_LAG.remove(str(endpoint.id))
+        _unset_lags(endpoint.id)
         with delivering(store, _settings(database, webhook_lease_seconds=1e6),
                         clock) as deliverer:
             receiver.wait_for(1)
@@ -868,9 +873,7 @@ def test_endpoints_woken_at_one_place_share_one_read(tmp_path: Path) -> None:
     counted = Counted(store)
     with receiving() as receiver:
         endpoints = [_endpoint(store, receiver.url)[0].id for _ in range(10)]
-        for endpoint_id in endpoints:  # earlier tests' endpoints of the same ids
-            with contextlib.suppress(KeyError):
-                metrics.WEBHOOK_LAG.remove(str(endpoint_id))
+        _unset_lags(*endpoints)
         with delivering(counted, _settings(database)):  # type: ignore[arg-type]
             _seed(store, 1)
             receiver.wait_for(10)

@@ -2,15 +2,16 @@
 
 It claims endpoints by lease (Store.claim_webhook_endpoints: PostgreSQL's FOR UPDATE SKIP
 LOCKED, SQLite's write lock), so that each endpoint has one deliverer across every worker
-and host, and renews its leases every CLAIM_SECONDS. Each endpoint it holds gets a task of
-its own, so a slow or dead receiver delays only itself. A task reads the feeds of orders
-and pets after the endpoint's place (Store.changes_after, D39), sends the first change the
-endpoint wants (one message in flight, in feed order), and moves the place past it only
-after a 2xx, while it still holds the lease. A failure is retried on the schedule of
-app.core.webhooks (the endpoint's attempt count and next time are stored, so another
-worker goes on from them); a 410 disables the endpoint at once, and so does the last
-failed retry, its place kept. With nothing to send, a task waits for the commit signal
-the feed's long polling uses (RevisionWatch), and for its time otherwise.
+and host, and renews its leases every claim_seconds; a clean stop gives them all back.
+Each endpoint it holds gets a task of its own, so a slow or dead receiver delays only
+itself. A task reads the feeds of orders and pets after the endpoint's place
+(Store.changes_after, D39), sends the first change the endpoint wants (one message in
+flight, in feed order), and moves the place past it only after a 2xx, while it still
+holds the lease. A failure is retried on the schedule of app.core.webhooks (the
+endpoint's attempt count and next time are stored, so another worker goes on from them);
+a 410 disables the endpoint at once, and so does the last failed retry, its place kept.
+With nothing to send, a task waits for the commit signal the feed's long polling uses
+(RevisionWatch), and for its time otherwise.
 
 An attempt and what follows from it are one write, and the attempts that the endpoints of
 a deliverer make meanwhile share it (Recorder): one transaction and one commit for all, in
@@ -82,7 +83,7 @@ class Deliverer:
         self.failing = False
         self.sending: set[int] = set()  # endpoints with a message in flight
         self.stopping = False
-        self.claimed: set[int] = set()  # the endpoints the last claim gave or renewed
+        self.stopped = asyncio.Event()  # set by stop(): the claim loop ends at its next turn
         self.recorder = Recorder(self)
         # reads of the feed under way, by place: endpoints at one place share one
         self.reading: dict[tuple[Place, tuple[str, ...], int | None],
@@ -101,34 +102,43 @@ class Deliverer:
 
     async def stop(self) -> None:
         """Stop: a message in flight may finish (its answer recorded, so a clean stop sends
-        nothing twice), within the attempt timeout; every other task stops at once. Then
-        the leases are given up (another worker takes them at once) and the connections
-        closed."""
+        nothing twice), within the attempt timeout; a claim under way finishes too; every
+        other task stops at once. Then every lease this deliverer holds is given up
+        (another worker takes them at once) and the connections closed."""
         self.stopping = True
-        # The endpoints held, taken before the tasks stop: a task that ends takes itself
-        # out of self.tasks, and its lease would then be kept until it ran out.
-        held = set(self.tasks) | self.claimed
-        if self.main is not None:
-            self.main.cancel()
+        # The claim loop ends at its next turn, not cancelled: a claim cancelled in its
+        # thread would still commit, perhaps after the leases below were given up.
+        self.stopped.set()
         idle = [task for endpoint_id, task in self.tasks.items()
                 if endpoint_id not in self.sending]
         for task in idle:
             task.cancel()
         busy = [self.tasks[endpoint_id] for endpoint_id in self.sending
                 if endpoint_id in self.tasks]
-        if busy:
-            await asyncio.wait(busy, timeout=self.settings.webhook_timeout + 1)
+        # Within the attempt timeout and a second in all: a store that hangs does not hang
+        # the worker's end (what it left undone is as a killed worker's, D28).
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.webhook_timeout + 1
+        waited = [task for task in (self.main, *busy) if task is not None]
+        if waited:
+            await asyncio.wait(waited, timeout=deadline - loop.time())
         tasks = [task for task in (self.main, *self.tasks.values()) if task is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         # A write or a shared read under way ends as it began, before the loop does.
-        pending = [*self.reading.values(), self.recorder.writer]
-        await asyncio.gather(*(f for f in pending if f is not None), return_exceptions=True)
+        pending = [f for f in (*self.reading.values(), self.recorder.writer) if f is not None]
+        if pending:
+            _, late = await asyncio.wait(pending, timeout=max(0.0, deadline - loop.time()))
+            for future in late:  # given up on: its thread may still answer, to nobody
+                future.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
         self.tasks.clear()
-        for endpoint_id in sorted(held):
-            with contextlib.suppress(Exception):
-                await self._call(self.store.release_webhook_lease, endpoint_id, self.owner)
+        # Every lease of this owner, in one statement: those of endpoints whose task ended
+        # (disabled meanwhile) too, which a list of its tasks or its last claim would miss.
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._call(self.store.release_webhook_leases, self.owner),
+                                   max(1.0, deadline - loop.time()))
         if self.sender is not None:
             await self.sender.close()
         if self.pool is not None:
@@ -140,7 +150,7 @@ class Deliverer:
 
     async def _run(self) -> None:
         pruned = 0.0
-        while True:
+        while not self.stopping:
             try:
                 now = self.clock()
                 claimed = await self._call(self.store.claim_webhook_endpoints, self.owner,
@@ -149,7 +159,6 @@ class Deliverer:
                 if self.failing:
                     log.warning("the webhook deliverer reaches the database again")
                     self.failing = False
-                self.claimed = {endpoint.id for endpoint in claimed}
                 for endpoint in claimed:
                     task = self.tasks.get(endpoint.id)
                     if task is None or task.done():
@@ -164,7 +173,8 @@ class Deliverer:
                     log.warning("the webhook deliverer cannot claim endpoints (%s); it "
                                 "tries again", exc)
                 self.failing = True
-            await asyncio.sleep(self.claim_seconds)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopped.wait(), self.claim_seconds)
 
     async def _serve(self, endpoint_id: int) -> None:
         """Deliver to one endpoint while this deliverer holds it."""

@@ -352,8 +352,8 @@ class Store(ConsoleStore, DaysStore, StoryStore, Protocol):
         those owner holds) to owner until the given Unix time: each goes to one owner."""
         ...
 
-    def release_webhook_lease(self, endpoint_id: int, owner: str) -> None:
-        """Give the endpoint's lease up, if owner holds it."""
+    def release_webhook_leases(self, owner: str) -> None:
+        """Give up every lease owner holds."""
         ...
 
     def webhook_delivered(self, endpoint_id: int, owner: str, place: Place,

@@ -196,12 +196,10 @@ class WebhookStatements:
             (owner, until, now, owner, limit, now, owner))
         return sorted((endpoint_of(row) for row in rows), key=lambda e: e.id)
 
-    def release_webhook_lease(self, endpoint_id: int, owner: str) -> None:
-        """Give the endpoint's lease up, if owner holds it."""
-        p = self.PARAM
-        self._write_rows(f"UPDATE webhook_endpoints SET lease_owner = NULL, lease_until = NULL "
-                         f"WHERE id = {p} AND lease_owner = {p} RETURNING id",
-                         (endpoint_id, owner))
+    def release_webhook_leases(self, owner: str) -> None:
+        """Give up every lease owner holds."""
+        self._write_rows("UPDATE webhook_endpoints SET lease_owner = NULL, lease_until = NULL "
+                         f"WHERE lease_owner = {self.PARAM} RETURNING id", (owner,))
 
     def _still_at(self, since: Place | None) -> tuple[str, tuple[Any, ...]]:
         """A condition that the endpoint's place is still since (none without it): a

@@ -92,11 +92,18 @@ def delivering(store: Store, settings: Settings, clock: Callable[[], float] = ti
     async def start() -> None:
         deliverer.start()
 
+    async def left_running() -> list[str]:
+        return [task.get_name() for task in asyncio.all_tasks()
+                if task is not asyncio.current_task()]
+
     asyncio.run_coroutine_threadsafe(start(), loop).result()
     try:
         yield deliverer
     finally:
         asyncio.run_coroutine_threadsafe(deliverer.stop(), loop).result(15)
+        # Nothing of it is left on the worker's loop (a task left pending is destroyed
+        # with the loop, and says so in the log).
+        assert asyncio.run_coroutine_threadsafe(left_running(), loop).result(5) == []
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
         loop.close()
@@ -1058,6 +1065,22 @@ def test_a_claim_under_way_when_the_stop_begins_ends_before_the_leases_are_given
     store.dispose()
 
 
+@contextmanager
+def _hanging() -> Iterator[Callable[..., None]]:
+    """A store call that hangs, as a database that stops answering, until the test ends
+    (then it fails)."""
+    ended = threading.Event()
+
+    def hang(*_: Any) -> None:
+        ended.wait(60)
+        raise StoreUnavailable("the database answered at last")
+
+    try:
+        yield hang
+    finally:
+        ended.set()
+
+
 @pytest.mark.parametrize("call", ["claim_webhook_endpoints", "webhook_attempted"],
                          ids=["a claim", "an attempt's record"])
 def test_a_store_that_hangs_holds_the_stop_no_longer_than_an_attempt_may(
@@ -1068,20 +1091,64 @@ def test_a_store_that_hangs_holds_the_stop_no_longer_than_an_attempt_may(
     undone is as a killed worker's: sent again by the next holder)."""
     database = str(tmp_path / "petstore.db")
     store = open_store(_settings(database))
-    ended = threading.Event()
+    with _hanging() as hang, _stopped_during(store, database, call, hang, 1.0):
+        stopping = time.monotonic()
+    # 2 s is the bound; the rest is room for a loaded machine.
+    assert time.monotonic() - stopping < 10
+    assert _given_back(store, 1)
+    store.dispose()
 
-    def hang(*_: Any) -> None:
-        ended.wait(60)
-        raise StoreUnavailable("the database answered at last")
 
-    try:
-        with _stopped_during(store, database, call, hang, 1.0):
+def test_a_stop_sends_nothing_new_while_it_waits_for_a_message_in_flight(
+        tmp_path: Path) -> None:
+    """Only the message in flight may finish: an idle endpoint that a new change would
+    wake sends nothing once the stop has begun (what it began, the stop would cut short,
+    and the next holder send again)."""
+    database = str(tmp_path / "petstore.db")
+    store = open_store(_settings(database))
+    release = threading.Event()
+    with receiving(answer=_held(release)) as busy, receiving() as idle:
+        busy_endpoint, _ = _endpoint(store, busy.url)
+        idle_endpoint, _ = _endpoint(store, idle.url)
+        _seed(store, 1)
+        with delivering(store, _settings(database, webhook_timeout=10.0)) as deliverer:
+            busy.wait_for(1)  # held unanswered
+            idle.wait_for(1)
+            wait_until(lambda: store.get_webhook_endpoint(idle_endpoint.id).order_id == 1,
+                       message="the idle endpoint did not record its message")
+
+            def change_then_answer() -> None:
+                wait_until(lambda: deliverer.stopping, message="the deliverer did not stop")
+                _seed(store, 2)
+                # The idle endpoint would send it at once; give it a moment to (it does
+                # not), then answer the message in flight.
+                with contextlib.suppress(AssertionError):
+                    idle.wait_for(2, timeout=2.0)
+                release.set()
+            changing = threading.Thread(target=change_then_answer, daemon=True)
+            changing.start()
+        changing.join(10)
+    assert [r.message["data"]["id"] for r in idle.received] == [1]
+    stopped = store.get_webhook_endpoint(busy_endpoint.id)
+    assert stopped is not None and stopped.order_id == 1  # its answer recorded
+    store.dispose()
+
+
+def test_a_store_that_hangs_as_the_leases_are_given_back_does_not_hang_the_stop(
+        tmp_path: Path) -> None:
+    """The leases are then left to run out, as a killed worker's are."""
+    database = str(tmp_path / "petstore.db")
+    store = open_store(_settings(database))
+    with _hanging() as hang, receiving() as receiver:
+        interposed = Interposed(store, "release_webhook_leases", hang, armed=True)
+        endpoint, _ = _endpoint(store, receiver.url)
+        with delivering(interposed, _settings(database, webhook_timeout=1.0)) as deliverer:
+            wait_until(lambda: _all_held_by(store, deliverer, [endpoint.id]),
+                       message="the deliverer did not claim the endpoint")
             stopping = time.monotonic()
         # 2 s is the bound; the rest is room for a loaded machine.
         assert time.monotonic() - stopping < 10
-        assert _given_back(store, 1)
-    finally:
-        ended.set()
+    assert not _given_back(store, endpoint.id)
     store.dispose()
 
 

@@ -50,14 +50,18 @@ def literal_address(host: str) -> Address | None:
 def address_allowed(address: Address, allowed: Sequence[Network] = ()) -> bool:
     """Whether a webhook may be sent to this address: a global one (not loopback, private,
     link-local such as 169.254.169.254, multicast, reserved, unspecified, unique-local,
-    shared, nor an IPv4-mapped or other embedded IPv4 address), or one inside an allowed
-    network."""
+    site-local, shared, nor an IPv4-mapped or other embedded IPv4 address), or one inside
+    an allowed network."""
     if any(address in network for network in allowed if network.version == address.version):
         return True
     if isinstance(address, ipaddress.IPv6Address) and (
             address.ipv4_mapped is not None or address.sixtofour is not None
             or address.teredo is not None or address in _NAT64):
         return False  # an IPv4 address in disguise: refused whatever it holds
+    # fec0::/10, deprecated (RFC 3879) but still routed inside some networks, which
+    # ipaddress counts as global.
+    if isinstance(address, ipaddress.IPv6Address) and address.is_site_local:
+        return False
     return address.is_global and not (
         address.is_multicast or address.is_reserved or address.is_loopback
         or address.is_link_local or address.is_private or address.is_unspecified)
@@ -129,6 +133,6 @@ def addresses(target: Target, allowed: Sequence[Network],
     if refused:
         raise WebhookUrlNotAllowed(
             f"The webhook URL reaches {refused[0]}, an address that is not public "
-            "(loopback, private, link-local, multicast, reserved or IPv4-mapped); the "
-            "service does not send there.")
+            "(loopback, private, link-local, site-local, multicast, reserved or "
+            "IPv4-mapped); the service does not send there.")
     return found

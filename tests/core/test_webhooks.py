@@ -41,6 +41,12 @@ PUBLIC = _resolver({"hooks.example.com": ["93.184.215.14"],
     "http://240.0.0.1/", "http://100.64.0.1/", "http://192.168.1.1/", "http://[fe80::1]/",
     "http://loopback.example.com/", "http://sneaky.example.com/", "http://unknown.invalid/",
     "http://[64:ff9b::7f00:1]/",
+    # IPv6 forms that Python's ipaddress counts as global, each refused by a rule of ours:
+    # 6to4 of a private and of a public IPv4 address (refused whatever it holds), the
+    # IPv4-compatible form of 127.0.0.1 (reserved), site-local, and global multicast.
+    "http://[2002:a00:1::]/", "http://[2002:808:808::]/", "http://[::7f00:1]/",
+    "http://[fec0::1]/", "http://[ff0e::1]/",
+    "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",  # Teredo
 ])
 def test_a_url_that_reaches_a_refused_address_is_not_allowed(url: str) -> None:
     with pytest.raises(WebhookUrlNotAllowed):
@@ -51,12 +57,27 @@ def test_a_public_name_is_allowed_and_an_allowed_network_opens_loopback() -> Non
     target = webhook_urls.check_url("https://hooks.example.com/in")
     assert webhook_urls.addresses(target, (), PUBLIC) == [ipaddress.ip_address("93.184.215.14")]
     assert target.port == 443
+    public_v6 = webhook_urls.check_url("http://[2606:4700:4700::1111]/")
+    assert webhook_urls.addresses(public_v6, (), PUBLIC) == \
+        [ipaddress.ip_address("2606:4700:4700::1111")]
     loop = webhook_urls.check_url("http://127.0.0.1:8123/")
     assert webhook_urls.addresses(loop, LOOPBACK, PUBLIC)
     # An IPv4-mapped address stays refused: 127.0.0.0/8 is an IPv4 network.
     with pytest.raises(WebhookUrlNotAllowed):
         webhook_urls.addresses(webhook_urls.check_url("http://[::ffff:127.0.0.1]/"), LOOPBACK,
                                PUBLIC)
+
+
+def test_a_link_local_address_with_its_zone_is_the_address() -> None:
+    """A resolver may give a link-local address with its zone (`%eth0`): the zone says
+    which interface, not where, and is dropped, so it is refused as any link-local address,
+    or allowed by the same network."""
+    scoped = _resolver({"printer.local": ["fe80::1%eth0"]})
+    target = webhook_urls.check_url("http://printer.local/")
+    with pytest.raises(WebhookUrlNotAllowed, match=r"reaches fe80::1, "):
+        webhook_urls.addresses(target, (), scoped)
+    assert webhook_urls.addresses(target, webhook_urls.networks("fe80::/10"), scoped) == \
+        [ipaddress.ip_address("fe80::1")]
 
 
 @pytest.mark.parametrize(("url", "says"), [

@@ -102,9 +102,11 @@ class Deliverer:
 
     async def stop(self) -> None:
         """Stop: a message in flight may finish (its answer recorded, so a clean stop sends
-        nothing twice), within the attempt timeout; a claim under way finishes too; every
-        other task stops at once. Then every lease this deliverer holds is given up
-        (another worker takes them at once) and the connections closed."""
+        nothing twice), and so may a claim, a read of the feed or a write under way, within
+        the attempt timeout and a second in all; every other task stops at once. Then every
+        lease this deliverer holds is given up, within a second more (another worker takes
+        them at once), and the connections closed. What a store that hangs past that bound
+        leaves undone is as a killed worker's (D28): its leases run out."""
         self.stopping = True
         # The claim loop ends at its next turn, not cancelled: a claim cancelled in its
         # thread would still commit, perhaps after the leases below were given up.
@@ -115,8 +117,7 @@ class Deliverer:
             task.cancel()
         busy = [self.tasks[endpoint_id] for endpoint_id in self.sending
                 if endpoint_id in self.tasks]
-        # Within the attempt timeout and a second in all: a store that hangs does not hang
-        # the worker's end (what it left undone is as a killed worker's, D28).
+        # A store that hangs does not hang the worker's end.
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.settings.webhook_timeout + 1
         waited = [task for task in (self.main, *busy) if task is not None]
@@ -126,7 +127,8 @@ class Deliverer:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        # A write or a shared read under way ends as it began, before the loop does.
+        # The recorder's write and the reads of the feed under way end as they began,
+        # before the loop does (a read's task may be gone: nobody waits on it but this).
         pending = [f for f in (*self.reading.values(), self.recorder.writer) if f is not None]
         if pending:
             _, late = await asyncio.wait(pending, timeout=max(0.0, deadline - loop.time()))
@@ -155,6 +157,8 @@ class Deliverer:
                 now = self.clock()
                 claimed = await self._call(self.store.claim_webhook_endpoints, self.owner,
                                            now, now + self.lease, CLAIM_MAX)
+                if self.stopping:  # it began during the claim: no new task, no prune
+                    break
                 # Said before any delivery it lets go on, so the log reads in order.
                 if self.failing:
                     log.warning("the webhook deliverer reaches the database again")

@@ -99,6 +99,8 @@ def check_url(url: Any) -> Target:
         port = parts.port
     except ValueError:
         raise InvalidParameter("url", "url_invalid") from None
+    if port == 0:  # no service listens there; not the scheme's port either
+        raise InvalidParameter("url", "url_invalid")
     if parts.scheme not in ("http", "https"):
         raise InvalidParameter("url", "url_scheme")
     if "@" in parts.netloc:
@@ -108,7 +110,9 @@ def check_url(url: Any) -> Target:
         raise InvalidParameter("url", "url_no_host")
     if parts.fragment:
         raise InvalidParameter("url", "url_fragment")
-    return Target(parts.scheme, host, port or (443 if parts.scheme == "https" else 80))
+    if port is None:
+        port = 443 if parts.scheme == "https" else 80
+    return Target(parts.scheme, host, port)
 
 
 def addresses(target: Target, allowed: Sequence[Network],
@@ -133,6 +137,6 @@ def addresses(target: Target, allowed: Sequence[Network],
     if refused:
         raise WebhookUrlNotAllowed(
             f"The webhook URL reaches {refused[0]}, an address that is not public "
-            "(loopback, private, link-local, site-local, multicast, reserved or "
-            "IPv4-mapped); the service does not send there.")
+            "(loopback, private, link-local, site-local, multicast, reserved, or an IPv4 "
+            "address in IPv6 form); the service does not send there.")
     return found

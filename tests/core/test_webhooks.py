@@ -41,12 +41,13 @@ PUBLIC = _resolver({"hooks.example.com": ["93.184.215.14"],
     "http://240.0.0.1/", "http://100.64.0.1/", "http://192.168.1.1/", "http://[fe80::1]/",
     "http://loopback.example.com/", "http://sneaky.example.com/", "http://unknown.invalid/",
     "http://[64:ff9b::7f00:1]/",
-    # IPv6 forms that Python's ipaddress counts as global, each refused by a rule of ours:
-    # 6to4 of a private and of a public IPv4 address (refused whatever it holds), the
-    # IPv4-compatible form of 127.0.0.1 (reserved), site-local, and global multicast.
+    # IPv6 forms that Python 3.11's ipaddress counts as global, each refused by a rule of
+    # ours: 6to4 of a private and of a public IPv4 address (refused whatever it holds),
+    # the IPv4-compatible form of 127.0.0.1 (reserved), site-local, and global multicast.
     "http://[2002:a00:1::]/", "http://[2002:808:808::]/", "http://[::7f00:1]/",
     "http://[fec0::1]/", "http://[ff0e::1]/",
-    "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",  # Teredo
+    # Teredo, which ipaddress counts as private as well: refused twice over.
+    "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",
 ])
 def test_a_url_that_reaches_a_refused_address_is_not_allowed(url: str) -> None:
     with pytest.raises(WebhookUrlNotAllowed):
@@ -68,14 +69,27 @@ def test_a_public_name_is_allowed_and_an_allowed_network_opens_loopback() -> Non
                                PUBLIC)
 
 
+@pytest.mark.parametrize("host", ["unknown.invalid", "empty.example.com"])
+def test_a_name_that_resolves_to_nothing_is_refused_saying_so(host: str) -> None:
+    """Whether the resolver fails or gives no address at all."""
+    resolve = _resolver({"empty.example.com": []})
+    with pytest.raises(WebhookUrlNotAllowed) as raised:
+        webhook_urls.addresses(webhook_urls.check_url(f"http://{host}/in"), (), resolve)
+    assert str(raised.value) == f"The host {host} of the webhook URL does not resolve."
+
+
 def test_a_link_local_address_with_its_zone_is_the_address() -> None:
     """A resolver may give a link-local address with its zone (`%eth0`): the zone says
     which interface, not where, and is dropped, so it is refused as any link-local address,
     or allowed by the same network."""
     scoped = _resolver({"printer.local": ["fe80::1%eth0"]})
     target = webhook_urls.check_url("http://printer.local/")
-    with pytest.raises(WebhookUrlNotAllowed, match=r"reaches fe80::1, "):
+    with pytest.raises(WebhookUrlNotAllowed) as raised:
         webhook_urls.addresses(target, (), scoped)
+    assert str(raised.value) == (
+        "The webhook URL reaches fe80::1, an address that is not public (loopback, private, "
+        "link-local, site-local, multicast, reserved, or an IPv4 address in IPv6 form); the "
+        "service does not send there.")
     assert webhook_urls.addresses(target, webhook_urls.networks("fe80::/10"), scoped) == \
         [ipaddress.ip_address("fe80::1")]
 
@@ -85,11 +99,26 @@ def test_a_link_local_address_with_its_zone_is_the_address() -> None:
     ("http://user:pw@hooks.example.com/", "userinfo"),
     ("http://hooks.example.com/" + "a" * 2048, "2048"), ("http:///x", "no host"),
     ("http://hooks.example.com:99999/", "port"), (42, "http"),
+    ("http://hooks.example.com:0/", "port"), ("http://[::1/", "not a valid URL"),
+    ("http://hooks.example.com/a b", "spaces or control characters"),
+    ("http://hooks.example.com/\x01", "spaces or control characters"),
+    ("http://hooks.example.com/in#top", "#fragment"),
 ])
 def test_a_malformed_url_is_refused_naming_the_problem(url: object, says: str) -> None:
     with pytest.raises(InvalidParameter) as raised:
         webhook_urls.check_url(url)
     assert raised.value.name == "url" and says in raised.value.message
+
+
+def test_a_webhook_url_names_its_scheme_host_and_port_the_scheme_s_by_default() -> None:
+    longest = "http://hooks.example.com/" + "a" * (webhook_urls.URL_MAX - 25)
+    assert len(longest) == webhook_urls.URL_MAX
+    assert webhook_urls.check_url(longest) == webhook_urls.Target("http", "hooks.example.com",
+                                                                  80)
+    assert webhook_urls.check_url("https://Hooks.Example.com/in?x=1") == \
+        webhook_urls.Target("https", "hooks.example.com", 443)
+    assert webhook_urls.check_url("http://[2606:4700::1]:8080/") == \
+        webhook_urls.Target("http", "2606:4700::1", 8080)
 
 
 def test_types_are_the_twelve_of_the_design() -> None:

@@ -174,6 +174,22 @@ def test_a_form_from_another_site_changes_nothing(signed_in: Visitor, store: Sto
     assert store.get_order(1)["status"] == "pending"  # type: ignore[index]
 
 
+def test_a_browser_that_sends_no_fetch_metadata_is_judged_by_its_origin(
+        signed_in: Visitor, store: Store) -> None:
+    """A browser older than Sec-Fetch-Site (Safari before 16.4) sends only Origin: a form
+    of the console's own origin acts, and one of another origin does not."""
+    form = {"token": signed_in.token(), "version": "1"}
+    elsewhere = signed_in.client.post("/console/orders/1/cancel", data=form,
+                                      headers={"Origin": "http://elsewhere.example"},
+                                      follow_redirects=False)
+    _assert_page(elsewhere, 403, "did not come from this console")
+    assert store.get_order(1)["status"] == "pending"  # type: ignore[index]
+    ours = signed_in.client.post("/console/orders/1/cancel", data=form,
+                                 headers={"Origin": ORIGIN}, follow_redirects=False)
+    assert ours.status_code == 303
+    assert store.get_order(1)["status"] == "cancelled"  # type: ignore[index]
+
+
 def test_the_sign_in_form_needs_its_own_token_and_origin(visitor: Visitor, owner: str) -> None:
     visitor.get("/console/sign-in")
     token = visitor.token()

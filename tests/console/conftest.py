@@ -113,8 +113,9 @@ def console_settings(settings: Settings, request: pytest.FixtureRequest) -> Sett
     address here, except in the test of PETSTORE_CONSOLE_ALLOW; and its host is
     "testserver", which PETSTORE_CONSOLE_HOSTS names (D36) beside loopback's. A test may
     change more settings by parametrizing this fixture (indirect) with a dict of them."""
-    changes = getattr(request, "param", {})
-    return settings.replace(console_allow="*", console_hosts=f"{HOST},localhost", **changes)
+    changes = {"console_allow": "*", "console_hosts": f"{HOST},localhost",
+               **getattr(request, "param", {})}
+    return settings.replace(**changes)
 
 
 @pytest.fixture

@@ -174,6 +174,18 @@ def test_a_form_from_another_site_changes_nothing(signed_in: Visitor, store: Sto
     assert store.get_order(1)["status"] == "pending"  # type: ignore[index]
 
 
+@pytest.mark.parametrize("console_settings", [{"console_allow": "10.20.30.0/24, ::1"}],
+                         indirect=True)
+def test_the_console_answers_the_addresses_its_operator_allows_and_no_other(
+        app: PetstoreApp) -> None:
+    for address in ("10.20.30.40", "::1"):
+        with app.test_client(client=(address, 50000)) as client:
+            assert client.get("/console/sign-in").status_code == 200, address
+    for address in ("10.20.31.1", "127.0.0.1", "testclient"):
+        with app.test_client(client=(address, 50000)) as client:
+            _assert_page(client.get("/console/sign-in"), 403, "PETSTORE_CONSOLE_ALLOW")
+
+
 def test_a_browser_that_sends_no_fetch_metadata_is_judged_by_its_origin(
         signed_in: Visitor, store: Store) -> None:
     """A browser older than Sec-Fetch-Site (Safari before 16.4) sends only Origin: a form

@@ -186,6 +186,16 @@ def test_the_console_answers_the_addresses_its_operator_allows_and_no_other(
             _assert_page(client.get("/console/sign-in"), 403, "PETSTORE_CONSOLE_ALLOW")
 
 
+def test_a_form_sent_without_a_session_is_refused_not_sent_on_to_sign_in(
+        visitor: Visitor, store: Store) -> None:
+    """A POST needs a session: one with only the sign-in form's token (a session that ran
+    out, a page kept open) is refused, and not carried to the sign-in as a page to open."""
+    visitor.get("/console/sign-in")
+    refused = visitor.post("/console/orders/1/cancel", {"version": "1"})
+    _assert_page(refused, 403, "did not come from this console")
+    assert store.get_order(1)["status"] == "pending"  # type: ignore[index]
+
+
 def test_a_browser_that_sends_no_fetch_metadata_is_judged_by_its_origin(
         signed_in: Visitor, store: Store) -> None:
     """A browser older than Sec-Fetch-Site (Safari before 16.4) sends only Origin: a form

@@ -82,12 +82,17 @@ class Deliverer:
         self.main: asyncio.Task[None] | None = None
         self.failing = False
         self.sending: set[int] = set()  # endpoints with a message in flight
-        self.stopping = False
-        self.stopped = asyncio.Event()  # set by stop(): the claim loop ends at its next turn
+        # Set as stop() begins: the claim loop, waiting on it, ends at its next turn.
+        self.stop_begun = asyncio.Event()
         self.recorder = Recorder(self)
         # reads of the feed under way, by place: endpoints at one place share one
         self.reading: dict[tuple[Place, tuple[str, ...], int | None],
                            asyncio.Future[tuple[int | None, list[Change]]]] = {}
+
+    @property
+    def stopping(self) -> bool:
+        """Whether stop() has begun."""
+        return self.stop_begun.is_set()
 
     @property
     def claim_seconds(self) -> float:
@@ -107,10 +112,9 @@ class Deliverer:
         lease this deliverer holds is given up, within a second more (another worker takes
         them at once), and the connections closed. What a store that hangs past that bound
         leaves undone is as a killed worker's (D28): its leases run out."""
-        self.stopping = True
         # The claim loop ends at its next turn, not cancelled: a claim cancelled in its
         # thread would still commit, perhaps after the leases below were given up.
-        self.stopped.set()
+        self.stop_begun.set()
         idle = [task for endpoint_id, task in self.tasks.items()
                 if endpoint_id not in self.sending]
         for task in idle:
@@ -178,7 +182,7 @@ class Deliverer:
                                 "tries again", exc)
                 self.failing = True
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopped.wait(), self.claim_seconds)
+                await asyncio.wait_for(self.stop_begun.wait(), self.claim_seconds)
 
     async def _serve(self, endpoint_id: int) -> None:
         """Deliver to one endpoint while this deliverer holds it."""

@@ -34,7 +34,17 @@ import yaml
 
 from app.core.config import Settings
 from app.web.bodies import MAX_BODY_BYTES
-from tests.support import SERVER_LOGS, Server, assert_error, free_port, serving, stop, unavailable
+from tests.support import (
+    SERVER_LOGS,
+    Server,
+    assert_error,
+    free_port,
+    serving,
+    stop,
+    unavailable,
+    wait_until,
+)
+from tests.web.test_metrics import sample
 
 pytestmark = pytest.mark.slow
 
@@ -395,7 +405,10 @@ def test_nginx_waits_for_the_feed_and_times_out_as_the_service_does(stack: Stack
     answers.clear()
     waiting = threading.Thread(target=poll, args=(answer.json()["next"],))
     waiting.start()
-    time.sleep(1)
+    # Placed once the poll is held by the service (its /metrics' gauge of waiting feed
+    # requests), so that the answer is the wake's, not a read that found the order.
+    wait_until(lambda: sample(stack.service.request("GET", "/metrics")[2].decode(),
+                              "petstore_feed_waiting") == 1, 20, "the poll was not waiting")
     with stack.client("127.0.0.12") as client:
         placed = client.post("/v2/store/orders", json={"petId": 2, "quantity": 1},
                              headers={**auth, "Idempotency-Key": "wakes-the-feed"})

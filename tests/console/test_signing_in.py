@@ -247,6 +247,20 @@ def test_the_sixth_wrong_password_waits_from_its_address_only(app: PetstoreApp, 
     assert page.count("<td>wrong password</td>") == 5
 
 
+def test_an_unlock_lets_the_name_sign_in_again_from_the_address_that_waits(
+        visitor: Visitor, owner: str, store: Store) -> None:
+    """`petstore users unlock` (D36) lifts the wait at once: the user's new throttle epoch
+    is the one the sign-in asks the throttle about, so the counts before it no longer
+    count. The page that refused kept the name typed."""
+    for _ in range(5):
+        visitor.sign_in(owner, "wrong password!")
+    refused = visitor.sign_in(owner, GOOD)
+    _assert_page(refused, 429, "Too many failed sign-ins")
+    assert 'name="name" value="owner"' in refused.text
+    accounts.unlock(store, owner)
+    signed = visitor.sign_in(owner, GOOD)
+    assert signed.status_code == 303 and signed.headers["location"] == "/console/"
+
 
 def test_a_name_no_user_has_is_throttled_and_audited_under_no_user(visitor: Visitor,
                                                                     store: Store) -> None:

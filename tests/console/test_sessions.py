@@ -40,7 +40,8 @@ def test_a_session_that_owes_a_new_password_changes_nothing(visitor: Visitor,
     # The password page's form carries the session's own token: a form of the board sent
     # with it is still refused, for the stage.
     _cancel_refused(visitor, store, visitor.token())
-    assert visitor.get("/console/orders").headers["location"] == "/console/account/password"
+    held = visitor.get("/console/orders")
+    assert held.status_code == 303 and held.headers["location"] == "/console/account/password"
 
 
 def _session(visitor: Visitor, store: Store, opened_ago: float,

@@ -106,6 +106,20 @@ def test_after_the_first_sign_in_the_page_asked_for_opens(visitor: Visitor,
     assert visitor.get("/console/").headers["location"] == "/console/sign-in"
 
 
+def test_the_page_asked_for_is_carried_to_its_last_character(visitor: Visitor,
+                                                             owner: str) -> None:
+    """Only the bare "?" of an empty query is dropped from the page asked for: a query
+    that ends in a capital X (a filter for a tag "BOX") is carried whole."""
+    bare = visitor.get("/console/orders?")
+    assert bare.headers["location"] == "/console/sign-in?next=/console/orders"
+    asked = visitor.get("/console/pets?tag=BOX")
+    assert asked.headers["location"] == "/console/sign-in?next=/console/pets%3Ftag%3DBOX"
+    visitor.follow(asked)
+    signed = visitor.post("/console/sign-in",
+                          {"name": owner, "password": GOOD, **_carried(visitor)})
+    assert signed.headers["location"] == "/console/pets?tag=BOX"
+
+
 @pytest.mark.parametrize("elsewhere", [
     "//evil.example", "/\\evil.example", "/\\/evil.example", "https://evil.example",
     "http:/console/x", "javascript:alert(1)", "evil.example", "/console/../x",
@@ -172,6 +186,25 @@ def test_a_form_from_another_site_changes_nothing(signed_in: Visitor, store: Sto
     without_token = signed_in.post("/console/orders/1/cancel", {"version": "1"}, token="")
     _assert_page(without_token, 403, "did not come from this console")
     assert store.get_order(1)["status"] == "pending"  # type: ignore[index]
+
+
+def test_the_sign_in_form_is_given_its_cookie_once_and_never_beside_a_session(
+        app: PetstoreApp, visitor: Visitor, owner: str) -> None:
+    """The sign-in form's cookie is set on the first page without a session, and not set
+    again while the browser holds it, nor on any page of a session (D35)."""
+    first = visitor.get("/console/sign-in")
+    assert first.headers["set-cookie"].startswith("petstore-console-form=")
+    again = visitor.get("/console/sign-in")
+    assert "set-cookie" not in again.headers
+    signed = visitor.post("/console/sign-in", {"name": owner, "password": GOOD})
+    assert [c.split("=", 1)[0] for c in signed.headers.get_list("set-cookie")] == [
+        "petstore-console"]
+    # Another browser given only the session's cookie (no form's cookie) is given none.
+    other = app.test_client()
+    other.cookies.set("petstore-console", visitor.client.cookies["petstore-console"])
+    home = other.get("/console/", follow_redirects=False)
+    assert home.status_code == 200 and "Pending orders" in home.text
+    assert "set-cookie" not in home.headers
 
 
 @pytest.mark.parametrize("console_settings", [{"console_allow": "10.20.30.0/24, ::1"}],

@@ -129,6 +129,16 @@ def test_staff_are_refused_every_owners_page_and_nothing_changes(
     assert staff.get("/console/orders").status_code == 200
 
 
+def test_a_refusal_is_audited_with_its_address_and_the_first_200_characters_of_its_path(
+        staff: Visitor, store: Store) -> None:
+    path = "/console/webhooks/" + "9" * 300  # an owner's page, of an id past any
+    refused = staff.get(path)
+    assert refused.status_code == 403 and ROLE_REFUSED in refused.text
+    entry = store.audit_entries(1)[0]
+    assert (entry.user_name, entry.address, entry.action, entry.detail) == (
+        "sam", "testclient", "page refused", f"GET {path[:200]}: owners only")
+
+
 def test_staff_open_the_orders_the_pets_and_their_own_account(staff: Visitor,
                                                               app: PetstoreApp) -> None:
     opened = []

@@ -18,6 +18,7 @@ from app.console.blueprint import form_slot
 from app.core import keys
 from app.core.config import Settings
 from app.core.storage import Store
+from app.core.users import accounts
 from tests.console.conftest import GOOD, Visitor, cell, form_key, row
 
 
@@ -409,3 +410,20 @@ def test_the_password_asked_to_make_or_rotate_a_key_is_throttled(signed_in: Visi
     entry = store.audit_entries(1)[0]
     assert (entry.user_name, entry.address, entry.action, entry.detail) == (
         "owner", "testclient", "password confirmation refused", f"rotate key {key.id}: throttled")
+
+
+def test_wrong_passwords_after_an_unlock_are_counted_under_the_new_epoch(signed_in: Visitor,
+                                                                        store: Store) -> None:
+    # `petstore users unlock` gives the user a new throttle epoch (D36): the wrong
+    # passwords asked again here count under it, and the sixth waits.
+    accounts.unlock(store, "owner")
+    signed_in.get("/console/keys")
+    for _ in range(5):
+        wrong = _make(signed_in, name="x", plan="free", scope="write", password="a guess")
+        assert wrong.status_code == 403
+        assert re.findall(r'role="alert">([^<]+)<', wrong.text) == [
+            "That is not your password; nothing was done."]
+    sixth = _make(signed_in, name="x", plan="free", scope="write", password=GOOD)
+    assert sixth.status_code == 429 and 'id="secret"' not in sixth.text
+    assert "Too many wrong passwords for this name from this address" in sixth.text
+    assert store.list_keys() == []

@@ -418,10 +418,11 @@ def test_a_description_is_text_of_at_most_its_length(store: Store) -> None:
 def test_the_attempts_log_forgets_what_is_older_than_its_days(store: Store) -> None:
     endpoint = _endpoint(store)
     _attempt(store, endpoint, "msg_1_1", "2026-11-21T09:59:59Z")
-    _attempt(store, endpoint, "msg_1_2", "2026-11-22T10:00:00Z")
+    _attempt(store, endpoint, "msg_1_4", "2026-11-22T09:59:59Z")  # 7 days and a second
+    _attempt(store, endpoint, "msg_1_2", "2026-11-22T10:00:00Z")  # 7 days: kept
     _attempt(store, endpoint, "msg_1_3", "2026-11-29T09:00:00Z")
     now = dt.datetime(2026, 11, 29, 10, tzinfo=dt.UTC)
-    assert webhooks.prune(store, 7, now) == 1
+    assert webhooks.prune(store, 7, now) == 2
     page, _ = webhooks.deliveries(store, None, endpoint.id)
     assert [attempt.webhook_id for attempt in page] == ["msg_1_3", "msg_1_2"]
 
@@ -473,6 +474,22 @@ def test_an_edit_refuses_a_value_of_the_wrong_kind(store: Store, changes: dict[s
                                                    name: str, sentence: str) -> None:
     _refused_unchanged(store, lambda e: webhooks.update(store, None, e.id, changes), name,
                        sentence)
+
+
+def test_a_new_url_by_name_is_resolved_by_the_resolver_given(store: Store) -> None:
+    """The resolver the caller gives answers for the name, as it does for an edit: no other
+    knows hooks.example.invalid."""
+    def resolve(host: str, port: int) -> list[str]:
+        return {"hooks.example.invalid": ["93.184.215.14"],
+                "inside.example.invalid": ["10.0.0.7"]}[host]
+
+    made, _ = webhooks.create(store, None, "https://hooks.example.invalid/in", None, None, (),
+                              resolve)
+    assert made.url == "https://hooks.example.invalid/in"
+    with pytest.raises(WebhookUrlNotAllowed):
+        webhooks.create(store, None, "https://inside.example.invalid/", None, None, (),
+                        resolve)
+    assert webhooks.endpoints(store, None) == [made]
 
 
 def test_an_edited_url_by_name_is_resolved_and_each_address_checked(store: Store) -> None:

@@ -208,6 +208,20 @@ def test_an_endpoint_gets_only_its_types_signed_in_order(
         assert (delivered.status, delivered.attempt, delivered.error) == (204, 1, None)
 
 
+def test_the_deliverers_tasks_are_named_as_the_log_shows_them(tmp_path: Path) -> None:
+    """Its claim loop is the task `webhooks` and each endpoint's task `webhook-<id>`: the
+    names asyncio's log gives a task that failed unseen or was left pending at the end."""
+    database = str(tmp_path / "petstore.db")
+    store = open_store(_settings(database))
+    with receiving() as receiver:
+        endpoint, _ = _endpoint(store, receiver.url)
+        with delivering(store, _settings(database)) as deliverer:
+            wait_until(lambda: endpoint.id in deliverer.tasks)
+            assert deliverer.main is not None and deliverer.main.get_name() == "webhooks"
+            assert deliverer.tasks[endpoint.id].get_name() == f"webhook-{endpoint.id}"
+    store.dispose()
+
+
 def test_pet_messages_come_with_their_kind_in_commit_order_beside_the_orders(
         store: Store, database: str) -> None:
     """D39: an endpoint that names pet types gets each change of a pet as it is when read,

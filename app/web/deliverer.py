@@ -155,7 +155,11 @@ class Deliverer:
         return await self.pool.run(work, *args)
 
     async def _run(self) -> None:
-        pruned = 0.0
+        # The attempts log is pruned at the first claim, then hourly (the setting
+        # PETSTORE_WEBHOOK_ATTEMPTS_KEPT_DAYS, docs/api/webhooks.md). None, not 0.0: the
+        # monotonic clock counts from the host's boot, so 0.0 put off the first prune of a
+        # host up less than an hour.
+        pruned: float | None = None
         while not self.stopping:
             try:
                 now = self.clock()
@@ -172,7 +176,7 @@ class Deliverer:
                     if task is None or task.done():
                         self.tasks[endpoint.id] = asyncio.get_running_loop().create_task(
                             self._serve(endpoint.id), name=f"webhook-{endpoint.id}")
-                if time.monotonic() - pruned > PRUNE_SECONDS:
+                if pruned is None or time.monotonic() - pruned > PRUNE_SECONDS:
                     pruned = time.monotonic()
                     await self._call(webhooks.prune, self.store,
                                      self.settings.webhook_attempts_kept_days)

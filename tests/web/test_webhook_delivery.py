@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import email.utils
 import itertools
 import logging
@@ -1023,6 +1024,23 @@ def test_a_stop_gives_back_the_lease_of_an_endpoint_disabled_meanwhile(tmp_path:
         taken = store.claim_webhook_endpoints("another host", now, now + 60, 200)
         assert [e.id for e in taken] == [disabled, kept]
     store.dispose()
+
+
+def test_a_deliverer_prunes_the_attempts_log_when_it_starts(store: Store,
+                                                             settings: Settings) -> None:
+    """A worker's deliverer prunes the attempts log at its first claim, then hourly,
+    however long its host has been up: an attempt older than
+    PETSTORE_WEBHOOK_ATTEMPTS_KEPT_DAYS is gone, a recent one stays."""
+    endpoint, _ = _endpoint(store, "http://127.0.0.1:9/")
+    now = dt.datetime.now(dt.UTC)
+    for webhook_id, age in (("msg_1_1", settings.webhook_attempts_kept_days + 1), ("msg_1_2", 0)):
+        at = (now - dt.timedelta(days=age)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        store.record_webhook_attempt(endpoint_id=endpoint.id, webhook_id=webhook_id,
+                                     type="order.placed", attempt=1, status=204,
+                                     duration_ms=1.0, response="", error=None, now=at)
+    with delivering(store, settings):
+        wait_until(lambda: [a.webhook_id for a in webhooks.deliveries(store, None, endpoint.id)[0]]
+                   == ["msg_1_2"], 10, "the old attempt was kept")
 
 
 @contextmanager

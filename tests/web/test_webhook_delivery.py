@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -32,6 +33,7 @@ from app.core.config import Settings
 from app.core.errors import StoreUnavailable
 from app.core.storage import Store, open_store
 from app.core.storage.records import WebhookEndpoint
+from app.web import deliverer as deliverer_module
 from app.web.deliverer import PET_PACE_SECONDS, Ahead, Deliverer, run_alone
 from app.web.longpoll import RevisionWatch
 from tests.receivers import Received, receiving
@@ -1026,11 +1028,16 @@ def test_a_stop_gives_back_the_lease_of_an_endpoint_disabled_meanwhile(tmp_path:
     store.dispose()
 
 
-def test_a_deliverer_prunes_the_attempts_log_when_it_starts(store: Store,
-                                                             settings: Settings) -> None:
-    """A worker's deliverer prunes the attempts log at its first claim, then hourly,
-    however long its host has been up: an attempt older than
+def test_a_deliverer_prunes_the_attempts_log_when_it_starts(
+        store: Store, database: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's deliverer prunes the attempts log at its first claim, then hourly, on a
+    host just booted too: the deliverer's monotonic clock reads from 0 here, as on a host up
+    for less than the hour between prunes. An attempt older than
     PETSTORE_WEBHOOK_ATTEMPTS_KEPT_DAYS is gone, a recent one stays."""
+    booted = time.monotonic()
+    monkeypatch.setattr(deliverer_module, "time", SimpleNamespace(
+        time=time.time, monotonic=lambda: time.monotonic() - booted))
+    settings = _settings(database)
     endpoint, _ = _endpoint(store, "http://127.0.0.1:9/")
     now = dt.datetime.now(dt.UTC)
     for webhook_id, age in (("msg_1_1", settings.webhook_attempts_kept_days + 1), ("msg_1_2", 0)):

@@ -1041,7 +1041,7 @@ def test_a_deliverer_prunes_the_attempts_log_when_it_starts(
     endpoint, _ = _endpoint(store, "http://127.0.0.1:9/")
     now = dt.datetime.now(dt.UTC)
     for webhook_id, age in (("msg_1_1", settings.webhook_attempts_kept_days + 1), ("msg_1_2", 0)):
-        at = (now - dt.timedelta(days=age)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        at = orders.format_time(now - dt.timedelta(days=age))
         store.record_webhook_attempt(endpoint_id=endpoint.id, webhook_id=webhook_id,
                                      type="order.placed", attempt=1, status=204,
                                      duration_ms=1.0, response="", error=None, now=at)

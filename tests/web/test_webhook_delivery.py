@@ -1028,26 +1028,63 @@ def test_a_stop_gives_back_the_lease_of_an_endpoint_disabled_meanwhile(tmp_path:
     store.dispose()
 
 
-def test_a_deliverer_prunes_the_attempts_log_when_it_starts(
+def test_a_deliverer_prunes_the_attempts_log_when_it_starts_then_hourly(
         store: Store, database: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A worker's deliverer prunes the attempts log at its first claim, then hourly, on a
-    host just booted too: the deliverer's monotonic clock reads from 0 here, as on a host up
-    for less than the hour between prunes. An attempt older than
-    PETSTORE_WEBHOOK_ATTEMPTS_KEPT_DAYS is gone, a recent one stays."""
-    booted = time.monotonic()
+    """A worker's deliverer prunes the attempts log at its first claim, then hourly: an
+    attempt older than PETSTORE_WEBHOOK_ATTEMPTS_KEPT_DAYS is gone, a recent one stays. The
+    deliverer's monotonic clock is the test's: from 0 at first, as on a host just booted
+    (less than the hour between prunes), then days on, when it prunes again; an old attempt
+    written after that prune stays through the claims of the hour, and goes after it."""
+    monotonic = [0.0]
     monkeypatch.setattr(deliverer_module, "time", SimpleNamespace(
-        time=time.time, monotonic=lambda: time.monotonic() - booted))
+        time=time.time, monotonic=lambda: monotonic[0]))
     settings = _settings(database)
     endpoint, _ = _endpoint(store, "http://127.0.0.1:9/")
-    now = dt.datetime.now(dt.UTC)
-    for webhook_id, age in (("msg_1_1", settings.webhook_attempts_kept_days + 1), ("msg_1_2", 0)):
-        at = orders.format_time(now - dt.timedelta(days=age))
-        store.record_webhook_attempt(endpoint_id=endpoint.id, webhook_id=webhook_id,
-                                     type="order.placed", attempt=1, status=204,
-                                     duration_ms=1.0, response="", error=None, now=at)
+
+    def attempted(webhook_id: str, age: int) -> None:  # as the deliverer's claims write
+        at = orders.format_time(dt.datetime.now(dt.UTC) - dt.timedelta(days=age))
+        _retried(lambda: store.record_webhook_attempt(
+            endpoint_id=endpoint.id, webhook_id=webhook_id, type="order.placed", attempt=1,
+            status=204, duration_ms=1.0, response="", error=None, now=at))
+
+    def kept() -> list[str]:
+        return sorted(a.webhook_id for a in webhooks.deliveries(store, None, endpoint.id)[0])
+
+    def claimed_twice() -> None:  # two claims, so one began after this call did
+        for _ in range(2):
+            renewed = store.get_webhook_endpoint(endpoint.id).lease_until
+            wait_until(lambda r=renewed: store.get_webhook_endpoint(endpoint.id).lease_until
+                       > r, 10, "the deliverer did not claim again")
+
+    old = settings.webhook_attempts_kept_days + 1
+    attempted("msg_1_1", old)
+    attempted("msg_1_2", 0)
     with delivering(store, settings):
-        wait_until(lambda: [a.webhook_id for a in webhooks.deliveries(store, None, endpoint.id)[0]]
-                   == ["msg_1_2"], 10, "the old attempt was kept")
+        wait_until(lambda: kept() == ["msg_1_2"], 10, "the old attempt was kept at the start")
+        attempted("msg_1_3", old)
+        monotonic[0] = 1_000_000.0  # days on: the next claim prunes
+        wait_until(lambda: kept() == ["msg_1_2"], 10, "the log was not pruned days on")
+        attempted("msg_1_4", old)
+        claimed_twice()
+        assert kept() == ["msg_1_2", "msg_1_4"], "the log was pruned again within the hour"
+        monotonic[0] += deliverer_module.PRUNE_SECONDS + 1
+        wait_until(lambda: kept() == ["msg_1_2"], 10, "the log was not pruned an hour on")
+
+
+def test_an_endpoint_whose_lease_ran_out_on_another_host_is_taken_over(
+        store: Store, database: str) -> None:
+    """D28: a worker killed mid-attempt leaves its leases; once one has run out, a
+    deliverer claims the endpoint and delivers to it from its place."""
+    with receiving() as receiver:
+        endpoint, _ = _endpoint(store, receiver.url)
+        now = time.time()
+        # A host that died a minute ago holding the endpoint's lease, which ran out since.
+        assert [e.id for e in store.claim_webhook_endpoints(
+            "a host that died", now - 60, now - 1, 10)] == [endpoint.id]
+        with delivering(store, _settings(database)) as deliverer:
+            _seed(store, 1)
+            assert receiver.wait_for(1)[0].message["data"]["id"] == 1
+            assert store.get_webhook_endpoint(endpoint.id).lease_owner == deliverer.owner
 
 
 @contextmanager

@@ -530,11 +530,12 @@ def test_failures_are_retried_on_the_schedule_then_disable_and_enabling_loses_no
 def test_an_endpoint_leased_to_another_host_is_left_to_it(store: Store,
                                                           database: str) -> None:
     """D28: a deliverer sends only while it holds the endpoint's lease: once another host
-    holds it (and it has not run out), this one sends nothing more to it."""
+    holds it (and it has not run out), this one's task for it ends at its next look at the
+    endpoint, its claims pass it over, and it sends nothing more to it."""
     clock = Clock()
     with receiving() as receiver:
         endpoint, _ = _endpoint(store, receiver.url)
-        with delivering(store, _settings(database), clock):
+        with delivering(store, _settings(database), clock) as deliverer:
             _seed(store, 1)
             receiver.wait_for(1)
             # Another host claims it at a moment past this one's lease (as this clock
@@ -544,6 +545,13 @@ def test_an_endpoint_leased_to_another_host_is_left_to_it(store: Store,
             wait_until(lambda: [e.id for e in store.claim_webhook_endpoints(
                 "another host", clock.now + 60, clock.now + 3600, 10)] == [endpoint.id],
                 message="the other host never took the endpoint's lease")
+            # Only a clock a minute ahead lets the other host take a lease this deliverer
+            # still holds by its own: the message its task may be sending as the lease
+            # passes is the window of any lease (on hosts whose clocks agree, this deliverer
+            # renews it long before it runs out). The task ends when it next reads the
+            # endpoint (within IDLE_SECONDS, with nothing to send); no claim starts another.
+            wait_until(lambda: endpoint.id not in deliverer.tasks,
+                       message="the deliverer's task went on without the lease")
             _seed(store, 2)
             clock.looked_again()  # its claims, and its task's steps, since the change
             assert [r.message["data"]["id"] for r in receiver.received] == [1]

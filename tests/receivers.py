@@ -38,13 +38,19 @@ class Received:
 @dataclass
 class Receiver:
     """A receiver on 127.0.0.1:port. answer(received) gives (status, headers, body) for each
-    request; by default 204. hang makes it hold each request for that many seconds."""
+    request; by default 204. hang makes it hold each request for that many seconds.
+    connections counts the connections open to it."""
 
     port: int = 0
     received: list[Received] = field(default_factory=list)
     answer: Callable[[Received], tuple[int, dict[str, str], bytes]] | None = None
     hang: float = 0.0
     arrived: threading.Condition = field(default_factory=threading.Condition)
+    connections: int = 0  # open now: a sender keeps one alive between its messages
+
+    def connected(self, change: int) -> None:
+        with self.arrived:
+            self.connections += change
 
     @property
     def url(self) -> str:
@@ -97,6 +103,14 @@ def receiving(**options: Any) -> Iterator[Receiver]:
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:
+            super().setup()
+            receiver.connected(1)
+
+        def finish(self) -> None:  # the sender closed the connection (or the server ended)
+            receiver.connected(-1)
+            super().finish()
 
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)

@@ -978,7 +978,7 @@ def test_a_stop_during_an_attempt_never_answered_records_it_as_unanswered(
 def test_a_clean_stop_gives_its_leases_back_for_another_host_to_claim_at_once(
         tmp_path: Path) -> None:
     """Tasks with nothing in flight stop at once, not after the attempt timeout (30 s
-    here), and every lease is given back."""
+    here), every lease is given back, and the connections to receivers are closed."""
     database = str(tmp_path / "petstore.db")
     store = open_store(_settings(database))
     with receiving() as receiver:
@@ -994,8 +994,13 @@ def test_a_clean_stop_gives_its_leases_back_for_another_host_to_claim_at_once(
                                    for e in endpoints))
             # Each task counts itself out of the sending when its attempt is recorded.
             wait_until(lambda: not first.sending, message="an endpoint stayed sending")
+            assert receiver.connections > 0  # kept alive between messages
             stopping = time.monotonic()
         assert time.monotonic() - stopping < 10
+        # Its connections to the receiver closed: none left half-open to the receiver, nor
+        # an "Unclosed client session" in the log as the process ends.
+        wait_until(lambda: receiver.connections == 0, 5,
+                   "the stopped deliverer left connections open to the receiver")
         for endpoint_id in endpoints:
             left = store.get_webhook_endpoint(endpoint_id)
             assert left is not None and left.lease_owner is None

@@ -49,6 +49,7 @@ class Receiver:
     connections: int = 0  # open now: a sender keeps one alive between its messages
 
     def connected(self, change: int) -> None:
+        """Count a connection opened (1) or closed (-1)."""
         with self.arrived:
             self.connections += change
 
@@ -108,7 +109,7 @@ def receiving(**options: Any) -> Iterator[Receiver]:
             super().setup()
             receiver.connected(1)
 
-        def finish(self) -> None:  # the sender closed the connection (or the server ended)
+        def finish(self) -> None:  # the sender closed the connection (or handle() failed)
             receiver.connected(-1)
             super().finish()
 

@@ -546,14 +546,15 @@ def test_an_endpoint_leased_to_another_host_is_left_to_it(store: Store,
                 "another host", clock.now + 60, clock.now + 3600, 10)] == [endpoint.id],
                 message="the other host never took the endpoint's lease")
             # Only a clock a minute ahead lets the other host take a lease this deliverer
-            # still holds by its own: the message its task may be sending as the lease
-            # passes is the window of any lease (on hosts whose clocks agree, this deliverer
-            # renews it long before it runs out). The task ends when it next reads the
-            # endpoint (within IDLE_SECONDS, with nothing to send); no claim starts another.
+            # still holds by its own: its task may begin one more message on the endpoint
+            # as its last write left it, whose lease by this deliverer's clock still runs,
+            # the window of any lease (on hosts whose clocks agree, this deliverer renews it
+            # long before it runs out). The task ends when it next reads the endpoint
+            # (within IDLE_SECONDS, with nothing to send); no claim starts another.
             wait_until(lambda: endpoint.id not in deliverer.tasks,
                        message="the deliverer's task went on without the lease")
             _seed(store, 2)
-            clock.looked_again()  # its claims, and its task's steps, since the change
+            clock.looked_again(3)  # three claims (every second) since
             assert [r.message["data"]["id"] for r in receiver.received] == [1]
         assert store.get_webhook_endpoint(endpoint.id).lease_owner == "another host"
 
@@ -669,6 +670,16 @@ def test_a_retry_after_date_puts_the_next_attempt_off_until_then(tmp_path: Path)
     waiting = store.get_webhook_endpoint(endpoint.id)
     assert waiting.next_attempt_at == pytest.approx(clock.now + 3600, abs=5)
     store.dispose()
+
+
+def _claimed_again(store: Store, endpoint_id: int, times: int = 1) -> None:
+    """Wait until the deliverer has renewed the endpoint's lease this many more times: a
+    claim began after this call did (the second, only once the first's prune, if any,
+    ended)."""
+    for _ in range(times):
+        renewed = store.get_webhook_endpoint(endpoint_id).lease_until
+        wait_until(lambda r=renewed: store.get_webhook_endpoint(endpoint_id).lease_until > r,
+                   message="the deliverer did not claim again")
 
 
 def _all_held_by(store: Store, deliverer: Deliverer, endpoints: list[int]) -> bool:
@@ -990,17 +1001,17 @@ def test_a_clean_stop_gives_its_leases_back_for_another_host_to_claim_at_once(
                        message="the deliverer did not claim every endpoint")
             _seed(store, 1)
             receiver.wait_for(3)  # each endpoint's message delivered, none in flight
+            assert receiver.connections > 0  # kept alive between messages
             wait_until(lambda: all(store.get_webhook_endpoint(e).order_id == 1
                                    for e in endpoints))
             # Each task counts itself out of the sending when its attempt is recorded.
             wait_until(lambda: not first.sending, message="an endpoint stayed sending")
-            assert receiver.connections > 0  # kept alive between messages
             stopping = time.monotonic()
         assert time.monotonic() - stopping < 10
         # Its connections to the receiver closed: none left half-open to the receiver, nor
         # an "Unclosed client session" in the log as the process ends.
-        wait_until(lambda: receiver.connections == 0, 5,
-                   "the stopped deliverer left connections open to the receiver")
+        wait_until(lambda: receiver.connections == 0,
+                   message="the stopped deliverer left connections open to the receiver")
         for endpoint_id in endpoints:
             left = store.get_webhook_endpoint(endpoint_id)
             assert left is not None and left.lease_owner is None
@@ -1023,11 +1034,7 @@ def test_a_stop_gives_back_the_lease_of_an_endpoint_disabled_meanwhile(tmp_path:
             wait_until(lambda: _all_held_by(store, deliverer, [disabled, kept]),
                        message="the deliverer did not claim both endpoints")
             webhooks.update(store, None, disabled, {"enabled": False})
-            renewed = store.get_webhook_endpoint(kept).lease_until
-
-            def claimed_since() -> bool:  # a claim after the disable renewed the other
-                return store.get_webhook_endpoint(kept).lease_until > renewed
-            wait_until(claimed_since, message="no claim came after the disable")
+            _claimed_again(store, kept)  # a claim after the disable renewed the other
             # Its task has seen it disabled and ended: only the store remembers the lease.
             wait_until(lambda: disabled not in deliverer.tasks,
                        message="the disabled endpoint's task went on")
@@ -1054,7 +1061,8 @@ def test_a_deliverer_prunes_the_attempts_log_when_it_starts_then_hourly(
     settings = _settings(database)
     endpoint, _ = _endpoint(store, "http://127.0.0.1:9/")
 
-    def attempted(webhook_id: str, age: int) -> None:  # as the deliverer's claims write
+    # Retried: the deliverer's claims hold SQLite's write lock now and then.
+    def attempted(webhook_id: str, age: int) -> None:
         at = orders.format_time(dt.datetime.now(dt.UTC) - dt.timedelta(days=age))
         _retried(lambda: store.record_webhook_attempt(
             endpoint_id=endpoint.id, webhook_id=webhook_id, type="order.placed", attempt=1,
@@ -1062,12 +1070,6 @@ def test_a_deliverer_prunes_the_attempts_log_when_it_starts_then_hourly(
 
     def kept() -> list[str]:
         return sorted(a.webhook_id for a in webhooks.deliveries(store, None, endpoint.id)[0])
-
-    def claimed_twice() -> None:  # two claims, so one began after this call did
-        for _ in range(2):
-            renewed = store.get_webhook_endpoint(endpoint.id).lease_until
-            wait_until(lambda r=renewed: store.get_webhook_endpoint(endpoint.id).lease_until
-                       > r, 10, "the deliverer did not claim again")
 
     old = settings.webhook_attempts_kept_days + 1
     attempted("msg_1_1", old)
@@ -1078,7 +1080,7 @@ def test_a_deliverer_prunes_the_attempts_log_when_it_starts_then_hourly(
         monotonic[0] = 1_000_000.0  # days on: the next claim prunes
         wait_until(lambda: kept() == ["msg_1_2"], 10, "the log was not pruned days on")
         attempted("msg_1_4", old)
-        claimed_twice()
+        _claimed_again(store, endpoint.id, 2)
         assert kept() == ["msg_1_2", "msg_1_4"], "the log was pruned again within the hour"
         monotonic[0] += deliverer_module.PRUNE_SECONDS + 1
         wait_until(lambda: kept() == ["msg_1_2"], 10, "the log was not pruned an hour on")
@@ -1086,8 +1088,8 @@ def test_a_deliverer_prunes_the_attempts_log_when_it_starts_then_hourly(
 
 def test_an_endpoint_whose_lease_ran_out_on_another_host_is_taken_over(
         store: Store, database: str) -> None:
-    """D28: a worker killed mid-attempt leaves its leases; once one has run out, a
-    deliverer claims the endpoint and delivers to it from its place."""
+    """D28: a worker that died leaves its leases; once one has run out, a deliverer
+    claims the endpoint and delivers to it."""
     with receiving() as receiver:
         endpoint, _ = _endpoint(store, receiver.url)
         now = time.time()
@@ -1097,7 +1099,7 @@ def test_an_endpoint_whose_lease_ran_out_on_another_host_is_taken_over(
         with delivering(store, _settings(database)) as deliverer:
             _seed(store, 1)
             assert receiver.wait_for(1)[0].message["data"]["id"] == 1
-            assert store.get_webhook_endpoint(endpoint.id).lease_owner == deliverer.owner
+            assert _all_held_by(store, deliverer, [endpoint.id])
 
 
 @contextmanager

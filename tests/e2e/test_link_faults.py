@@ -29,6 +29,7 @@ pytestmark = pytest.mark.slow
 ANSWER_WITHIN = 5.0 + 2.0  # a request that needs a silent link: 503 within 5 s
 READY_ANSWERS_WITHIN = 2.0  # /readyz, whatever the links do
 READY_SAYS_NO_WITHIN = 3.0 + 2.0  # its checks notice a silent link within about 3 s
+READY_SAYS_YES_WITHIN = 2.0 + 2.0  # and a healed one at their next run, within about 2 s
 HEALTH_ANSWERS_WITHIN = 1.0
 HEALED_WITHIN = 3.0 + 2.0  # a 201 again after the link heals
 DROP_SECONDS = 7.0
@@ -77,16 +78,17 @@ def _drop(server: Server, relay: Relay, auth: dict[str, str],
         time.sleep(DROP_SECONDS)
         healed = time.monotonic()
         relay.heal()
-        deadline = healed + HEALED_WITHIN + 5
-        while first_success_after(ledger, healed) is None and time.monotonic() < deadline:
+        # Until a place succeeds again and /readyz says yes again, or both bounds are past.
+        deadline = healed + max(HEALED_WITHIN, READY_SAYS_YES_WITHIN)
+        while (first_success_after(ledger, healed) is None
+               or watch.first("/readyz", 200, healed) is None) and time.monotonic() < deadline:
             time.sleep(0.1)
-        time.sleep(1.0)
     # Answered while the link dropped (a place sent just before it healed may succeed).
     during = [answer for answer in ledger.answers
               if dropped + 0.5 <= answer.sent and answer.sent + answer.seconds < healed]
     ready = watch.answers["/readyz"]
     said_no = watch.first("/readyz", 503, dropped)
-    said_yes = next((a for a in ready if a.sent >= healed and a.status == 200), None)
+    said_yes = watch.first("/readyz", 200, healed)
     seen = {
         "sent": len(ledger.answers), "statuses": dict(ledger.statuses()),
         "longest": round(ledger.longest(), 2),
@@ -112,6 +114,7 @@ def _drop(server: Server, relay: Relay, auth: dict[str, str],
     assert said_no is not None, "/readyz never said no while the link dropped"
     assert said_no.sent + said_no.seconds - dropped < READY_SAYS_NO_WITHIN
     assert said_yes is not None, "/readyz never said yes again after the link healed"
+    assert said_yes.sent + said_yes.seconds - healed < READY_SAYS_YES_WITHIN
     recovered = first_success_after(ledger, healed)
     assert recovered is not None and recovered < HEALED_WITHIN, recovered
     seen["checked"] = ledger.check_store(server.port, auth)

@@ -23,7 +23,7 @@ from app.core.errors import PetNotWithdrawn, StockBelowReserved
 from app.core.storage import Store
 from tests.e2e.test_feed import Reader, call, follow_writers, key, two_servers
 from tests.e2e.test_feed import Writer as OrderWriter
-from tests.receivers import Received, receiving
+from tests.receivers import Received, Receiver, receiving
 from tests.support import Server
 
 pytestmark = pytest.mark.slow
@@ -111,6 +111,14 @@ def _catalogue_now(store: Store) -> dict[int, dict[str, Any]]:
     return {i: orjson.loads(row[0]) for i, row in found.items() if row is not None}
 
 
+def _last_message_of_pet_1(receiver: Receiver, store: Store) -> str:
+    """The type of the receiver's last message of pet 1, once its data is pet 1 as the
+    store holds it now."""
+    now = _catalogue_now(store)[1]
+    got = receiver.wait_until(lambda got: _last_per_pet(got).get(1) == now, timeout=60)
+    return str(next(r.message["type"] for r in reversed(got) if r.message["data"]["id"] == 1))
+
+
 def _last_per_pet(got: list[Received]) -> dict[int, dict[str, Any]]:
     last: dict[int, dict[str, Any]] = {}
     for message in got:
@@ -140,10 +148,23 @@ def test_a_storefront_s_mirror_and_its_webhooks_equal_the_catalogue_after_300_ch
         got = receiver.wait_until(lambda got: _last_per_pet(got) == expected, timeout=60)
         messages = receiver.verified(secret)
         assert {m["type"] for m in messages} <= set(webhooks.PET_TYPES)
-        assert {"pet.changed", "pet.updated"} <= {m["type"] for m in messages}
         ids = [r.id for r in got]
         assert len(set(ids)) == len(ids), "a change was sent twice"
         positions = [int(i.rsplit("_", 1)[1]) for i in ids]
         assert positions == sorted(positions)
         assert store.reservations_differing() == []  # nothing oversold on the way
         assert store.get_webhook_endpoint(endpoint.id) is not None
+        # The kinds reach the receiver as named (D39). Which kind the messages above
+        # carried hangs on when the deliverer read each pet (an order placed and then a
+        # rename before the read is one pet.updated), so two changes more, each waited
+        # for, name the commonest two: a rename is pet.updated, an order that leaves units
+        # to sell is pet.changed.
+        with suppress(PetNotWithdrawn):
+            pets.restore(store, 1)
+        by_hand("UPDATE pets SET stock = reserved + 50 WHERE id = 1")
+        _last_message_of_pet_1(receiver, store)
+        assert _merge_patch(servers[0], "/v2/pets/1", auth, {"name": "Pet 1 renamed"}) == 200
+        assert _last_message_of_pet_1(receiver, store) == "pet.updated"
+        assert call(servers[-1], "POST", "/v2/store/orders", auth, {"petId": 1, "quantity": 1},
+                    **{"Idempotency-Key": "kinds"})[0] == 201
+        assert _last_message_of_pet_1(receiver, store) == "pet.changed"

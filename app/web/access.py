@@ -1,4 +1,5 @@
-"""Request ids, the access log, and headers decided outside the handlers.
+"""The access layer: request ids, the access log, and how an API answer goes out on the
+wire (encoding.py: gzip, large bodies in slices).
 
 Every request gets an id: the client's X-Request-ID when it is short and printable,
 otherwise a new one. It is echoed on every response, written on every log line about the
@@ -21,6 +22,7 @@ from app.core import metrics
 from app.core.services import Services
 from app.web import console
 from app.web.connexion_internals import share_extensions
+from app.web.encoding import Encoding
 from app.web.exchange import EXCHANGE, Exchange, exchange_or_none
 from app.web.longpoll import FeedWaits
 
@@ -43,16 +45,20 @@ def _new_id() -> str:
 
 
 class AccessLog:
-    """The access layer: makes the request's Exchange with its request id, and logs one
-    access line per request, with the operation's path template, the key's id and which
-    layer answered. The console's pages (D35) branch off here, to their own Flask app
-    (pages(), console.py); every other request goes on to the API's layers."""
+    """The access layer, where a request meets the service and its answer leaves it: makes
+    the request's Exchange with its request id, and logs one access line per request, with
+    the operation's path template, the key's id and which layer answered. The console's
+    pages (D35) branch off here, to their own Flask app (pages(), console.py); every other
+    request goes on to the API's layers, and their answer goes out through the encoding
+    (gzip at gzip_level, 0 for none; large bodies in slices), which console pages never
+    pass (BREACH, encoding.py)."""
 
-    def __init__(self, app: ASGIApp, *, documents: tuple[str, ...] = (),
+    def __init__(self, app: ASGIApp, *, gzip_level: int = 0, gzip_kept_bytes: int = 0,
+                 documents: tuple[str, ...] = (),
                  services: Callable[[], Services] | None = None,
                  pages: Callable[[], ASGIApp] | None = None,
                  waits: FeedWaits | None = None) -> None:
-        self.app = app
+        self.app = Encoding(app, level=gzip_level, max_bytes=gzip_kept_bytes)
         # The feed's waiting requests of the app, for the feed's handler.
         self.waits = waits
         # The console's Flask app behind a2wsgi, read at each console request (it exists

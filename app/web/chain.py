@@ -57,7 +57,6 @@ from app.web.connexion_internals import (
 from app.web.console import PREFIX as CONSOLE
 from app.web.cors import Cors, CorsPolicy
 from app.web.deprecation import Retirement
-from app.web.encoding import Encoding
 from app.web.errors import server_error_handler
 from app.web.longpoll import FeedWaits
 from app.web.routed import Routing
@@ -115,9 +114,11 @@ def _cors(parts: Parts) -> Any:
             if origins else None)
 
 
-def _encoding(parts: Parts) -> Any:
-    return functools.partial(Encoding, level=parts.settings.gzip_level,
-                             max_bytes=parts.settings.list_cache_bytes)
+def _access(parts: Parts) -> Any:
+    return functools.partial(AccessLog, gzip_level=parts.settings.gzip_level,
+                             gzip_kept_bytes=parts.settings.list_cache_bytes,
+                             documents=(*parts.documents, CONSOLE), services=parts.current,
+                             pages=parts.pages, waits=parts.waits)
 
 
 def _caller(parts: Parts) -> Any:
@@ -150,14 +151,11 @@ LAYERS: tuple[Layer, ...] = (
           "outside the exception layer", _with(ServerErrorMiddleware,
                                                handler=server_error_handler)),
     Layer("access", "the request id and its Exchange; one access line per request; the "
+          "API's answers out through the encoding: gzip for clients that accept it (the "
+          "list's kept once per change), large bodies in slices the client can take; the "
           "owner's pages at /console/ (D35) branch off here to their own Flask app, with "
-          "the security headers: no key, no quota, errors as pages",
-          lambda parts: functools.partial(AccessLog, documents=(*parts.documents, CONSOLE),
-                                          services=parts.current, pages=parts.pages,
-                                          waits=parts.waits),
-          gives=(EXCHANGE,)),
-    Layer("encoding", "gzip for clients that accept it (the list's kept once per change), "
-          "and large bodies sent in slices the client can take", _encoding),
+          "the security headers: no key, no quota, errors as pages, never compressed",
+          _access, gives=(EXCHANGE,)),
     Layer("errors", "Connexion's exception middleware: whatever a layer inside it raises, "
           "a refusal or a fault, becomes an Error body (errors.py); every answer from "
           "inside it gets the decided headers, and is checked against the document where "

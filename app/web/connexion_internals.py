@@ -17,14 +17,21 @@ Each piece names the Connexion behaviour or issue that forces it:
 - Slash redirects. Starlette's router redirects a trailing slash; D7 wants 404.
 - Validation messages. Connexion's are jsonschema's messages (and dumps), which
   app.web.validation puts in our words; and it deep-copies each parameter's definition and
-  builds a validator on every request. (ParameterValidator, JSONBodyValidator)
+  builds a validator on every request. (ParameterValidator, JSONBodyValidator: the
+  private names of Connexion's left, `_parse` and `_validate`, are the methods its
+  AbstractRequestBodyValidator leaves for a custom body validator to write, and the
+  `_schema` and `_required` it keeps for one to read.)
 - Response validation. Connexion's finds an answer's operation by its router's scope
   keys, so it checks only the handlers' answers; ours is asked by operation id, wherever
   the answer was made. (ResponseChecks)
 - Per-request setup. The request validator builds a URI parser and a parameter validator
-  for every request. (PreparedRequestValidation) The AsyncApp also rebuilds an operation's
-  decorator chain on every request (AsyncOperation.fn); no public hook reaches it, so it
-  stays (D42).
+  for every request (PreparedRequestValidation builds them once per operation, from the
+  operation and validator_map Connexion hands its constructor, not from its private
+  attributes). The AsyncApp also rebuilds an operation's decorator chain on every request
+  (AsyncOperation.fn); no public hook reaches it, so it stays (D40, D42). Both are what
+  spec-first/connexion#2045 ("performance tanked after upgrading to 3.x") and
+  spec-first/connexion#2077 (FlaskApp against AsyncApp) report; neither asks yet for a
+  public way to prepare them once.
 - The document server runs Starlette's router over every mount for every request, a
   tenth of a small request's cost. (SpecificFirstSwaggerUIMiddleware)
 """
@@ -248,11 +255,15 @@ class ParameterValidator(ConnexionParameterValidator):
 class JSONBodyValidator(JSONRequestBodyValidator):
     """Connexion's JSON body validation with our sentences (app.web.validation): a body
     missing, not JSON, or failing its schema, the member at fault named. Its jsonschema
-    validator is built once (Connexion's property builds one at every use); one
-    JSONBodyValidator serves all requests of an operation (PreparedRequestValidation)."""
+    validator is built once (`compiled`; Connexion's `_validator` property builds one at
+    every use, and our _validate reads `compiled` instead); one JSONBodyValidator serves all
+    requests of an operation (PreparedRequestValidation). `_parse` and `_validate` are the
+    two methods Connexion's AbstractRequestBodyValidator leaves for a custom validator of
+    `validator_map` to write: its own extension points, overridden as it means them to be."""
 
     @functools.cached_property
-    def _validator(self) -> Any:
+    def compiled(self) -> Any:
+        """The jsonschema validator of this body's schema, built at first use."""
         return self.validator_for(self._schema)
 
     @staticmethod
@@ -279,7 +290,7 @@ class JSONBodyValidator(JSONRequestBodyValidator):
         if not self._nullable and body is None:
             raise validation.whole_body_problem("required")
         try:
-            self._validator.validate(body)
+            self.compiled.validate(body)
         except ValidationError as error:
             raise validation.body_problem(error) from None
         return None
@@ -369,31 +380,36 @@ class PreparedRequestValidation(RequestValidationOperation):
     anew for every request (docs/performance.md has both costs). All of them depend
     only on the operation (and the media type); none keeps anything of a request."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._parameters: Any = None
-        self._bodies: dict[tuple[str, str], Any] = {}  # (media type, encoding) -> validator
+    def __init__(self, next_app: ASGIApp, *, operation: Any, strict_validation: bool = False,
+                 validator_map: dict[str, Any] | None = None) -> None:
+        super().__init__(next_app, operation=operation, strict_validation=strict_validation,
+                         validator_map=validator_map)
+        # What Connexion's __init__ keeps under private names, kept here as it takes them.
+        self.operation = operation
+        self.validators = {**CONNEXION_VALIDATORS, **(validator_map or {})}
+        self.parameters: Any = None
+        self.bodies: dict[tuple[str, str], Any] = {}  # (media type, encoding) -> validator
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # The body first, within its limit (D22): a body too large is refused before any
         # parameter is looked at.
         scope, receive = await bodies.bounded(scope, receive)
-        operation = self._operation
-        if self._parameters is None:
-            self._parameters = self._validator_map["parameter"](
+        operation = self.operation
+        if self.parameters is None:
+            self.parameters = self.validators["parameter"](
                 operation.parameters,
-                uri_parser=operation._uri_parser_class(operation.parameters,
-                                                       operation.body_definition()),
+                uri_parser=operation.uri_parser_class(operation.parameters,
+                                                      operation.body_definition()),
                 strict_validation=self.strict_validation,
                 security_query_params=self.security_query_params,
             )
-        self._parameters.validate(scope)
+        self.parameters.validate(scope)
         if operation.request_body:
             mime_type, encoding = self.extract_content_type(scope["headers"])
             self.validate_mime_type(mime_type)
-            if (mime_type, encoding) not in self._bodies:
-                self._bodies[mime_type, encoding] = self._body_validator(mime_type, encoding)
-            validator = self._bodies[mime_type, encoding]
+            if (mime_type, encoding) not in self.bodies:
+                self.bodies[mime_type, encoding] = self._body_validator(mime_type, encoding)
+            validator = self.bodies[mime_type, encoding]
             if validator is not None:
                 receive, scope = await validator.wrap_receive(receive, scope=scope)
         await self.next_app(scope, receive, send)
@@ -401,12 +417,12 @@ class PreparedRequestValidation(RequestValidationOperation):
     def _body_validator(self, mime_type: str, encoding: str) -> Any:
         """The body validator Connexion's RequestValidationOperation makes for a media
         type, or None where it validates nothing (no schema, or no validator for it)."""
-        operation = self._operation
+        operation = self.operation
         schema = operation.body_schema(mime_type)
         if not schema:
             return None
         try:
-            validator_class = self._validator_map["body"][mime_type]
+            validator_class = self.validators["body"][mime_type]
         except KeyError:
             return None
         return validator_class(

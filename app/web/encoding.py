@@ -29,8 +29,8 @@ class OrjsonJsonifier(Jsonifier):
 
 
 class Encoding:
-    """The encoding layer: gzip for clients that accept it, and large bodies handed to the
-    server a slice at a time.
+    """How an API answer goes out, inside the access layer (access.py): gzip for clients
+    that accept it, and large bodies handed to the server a slice at a time.
 
     gzip is Starlette's GZipMiddleware, at the configured level (none at level 0). A
     response with an ETag (the order list) is compressed once per tag and kept, up to
@@ -41,8 +41,8 @@ class Encoding:
     The server sends what the socket takes and buffers the rest, but waits for its buffer
     to drain before taking more: a body written whole (a cached list of tens of MB) would
     be copied whole into the buffer of every slow client's connection, so a body over
-    SLICE goes out in slices. The console's pages branch off before this layer (the
-    access layer): they are never compressed, as they hold the session's form tokens beside
+    SLICE goes out in slices. The console's pages branch off before it (in the access
+    layer): they are never compressed, as they hold the session's form tokens beside
     what the owner typed (BREACH), and none is sent in one piece of over a slice."""
 
     SLICE = 1 << 20  # bytes

@@ -7,17 +7,20 @@ public API (Config, Server.serve, the worker classes and their CONFIG_KWARGS) ha
   for when a connection waits for the next one, which D27's bounds need: HeadHooks
   overrides the httptools callbacks of uvicorn's HttpToolsProtocol (on_message_begin,
   on_headers_complete, on_response_complete, in uvicorn.protocols.http.httptools_impl) and
-  reads its request cycle to call them. It also writes a refusal before the app, as uvicorn
-  writes its own 400 (its STATUS_LINE, the server's default headers in server_state), and
-  lets the parser go with what it held of the head. (HeadHooks)
+  reads its request cycle to call them (Kludex/uvicorn#157, uvicorn's own, asks for a
+  timeout on the request head, `--timeout-request-start`, which would make most of it
+  unneeded). It also writes a refusal before the app, as uvicorn writes its own 400 (its
+  STATUS_LINE, the server's default headers in server_state), and lets the parser go
+  with what it held of the head. (HeadHooks)
 - Accepting. Server.startup hands gunicorn's listening sockets to loop.create_server, which
   under uvloop accepts one connection a turn of the loop. SocketsServer.startup keeps the
   rest of it (the lifespan's startup and the exit status of its failure, the protocol's
   arguments, and the `servers` and `started` that serve() and shutdown() read) and lets a
   subclass serve the sockets. (SocketsServer)
 - The worker's server. UvicornWorker._serve builds uvicorn's Server, and nothing names
-  another class: ServerWorker._serve is uvicorn-worker's, with a subclass's server.
-  (ServerWorker)
+  another class: ServerWorker._serve is uvicorn-worker's, with a subclass's server, and
+  calls its `_install_sigquit_handler` as it does. (ServerWorker; no upstream issue asks
+  for a server class setting.)
 """
 
 from __future__ import annotations

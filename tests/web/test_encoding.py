@@ -1,4 +1,4 @@
-"""The encoding layer's rule for large bodies (app/web/encoding.py): a body over a slice
+"""The access layer's encoding rule for large bodies (app/web/encoding.py): a body over a slice
 goes to the server a slice at a time, compressed or not, and arrives whole and in order."""
 
 from __future__ import annotations

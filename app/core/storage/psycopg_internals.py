@@ -8,8 +8,9 @@ starts by reading this module).
   nothing, yet psycopg 3.3.9 keeps the note whenever the statement had run before, and
   every later run of that statement on the connection fails with 'prepared statement
   "_pg3_0" does not exist'. (A ROLLBACK clears the cache, but only when psycopg has not
-  counted that ROLLBACK before.) psycopg has no public call that clears it.
-  (forget_prepared)
+  counted that ROLLBACK before.) psycopg has no public call that clears it, and no
+  upstream issue reports this case yet (psycopg/psycopg#585 met the same message from a
+  statement that failed to prepare, and was closed). (forget_prepared)
 """
 
 from __future__ import annotations

@@ -12,6 +12,13 @@ durability (WAL and synchronous=FULL on SQLite, synchronous commits on PostgreSQ
 - ship: v2's POST .../ship of distinct pending orders;
 - read: v2's GET of one order, the service alone, for the CPU a write costs against a read.
 
+Beside them, on cancel and place, Connexion's AsyncApp alone (bench/apps.py's, with the
+service's orjson jsonifier): a bearer check that is a dict lookup, the body's schema, and
+a handler that writes nothing. It is the most a write reached through Connexion's router,
+security, validation and a plain `def` handler can answer on this machine, whatever the
+handler and the layers around it do (issue 57, D42): its ratio to the service at --against
+REV bounds what the one way can win back.
+
 One gunicorn worker per server, pinned to one core, wrk on the other, 16 connections; the
 servers take turns, one run each per round (every other round in reverse order); a ratio is
 the median of the rounds' ratios. Targets: each write at least 1.0 times its peer on both
@@ -36,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.keys import digest
-from bench import write_baselines
+from bench import apps, write_baselines
 from bench.harness import (
     ROOT,
     DistinctIds,
@@ -57,6 +64,7 @@ from bench.service import DELETE_SCRIPT, PLACE_SCRIPT, _service, measure
 
 CONNECTIONS = 16
 PEER = "hand-written FastAPI"
+FLOOR = "Connexion's AsyncApp alone"  # bench/apps.py: the one way's floor
 BEFORE = "service at "  # the name of the service at --against REV begins so
 AT_LEAST = 1.0  # each write against its peer, on both stores
 CPU_AT_MOST = 3.0  # a write's CPU against a read's
@@ -97,6 +105,8 @@ def run(store: str, database: str, peer_database: str, args: argparse.Namespace,
         servers: dict[str, tuple[list[str], str, Path, dict[str, str], dict[str, str]]] = {
             "service": (GUNICORN, "wsgi:app", ROOT, service_env, auth),
             PEER: (GUNICORN, "bench.write_baselines:app", ROOT, peer_env, auth),
+            FLOOR: (GUNICORN, 'bench.apps:make("async+orjson")', ROOT, {},
+                    {"Authorization": f"Bearer {apps.TOKEN}"}),
         }
         if args.against:
             tree = stack.enter_context(worktree(args.against))
@@ -114,7 +124,8 @@ def run(store: str, database: str, peer_database: str, args: argparse.Namespace,
         processes = {
             who: stack.enter_context(server(
                 [*command, "--bind", f"127.0.0.1:{ports[who]}", target], own_env,
-                ports[who], "/v2/store/orders/1", headers, tree=tree))
+                ports[who], apps.ONE if who == FLOOR else "/v2/store/orders/1", headers,
+                tree=tree))
             for who, (command, target, tree, own_env, headers) in servers.items()}
         base = {who: f"http://127.0.0.1:{port}" for who, port in ports.items()}
         heads = {who: servers[who][4] for who in servers}
@@ -134,17 +145,27 @@ def run(store: str, database: str, peer_database: str, args: argparse.Namespace,
             return path
 
         services = [who for who in base if who == "service" or who.startswith(BEFORE)]
+        writers = [who for who in base if who != FLOOR]
+        # The floor's own paths: any id cancels, any body of the schema's shape places.
+        floor_cancel = folder / f"{store}-floor-cancel.lua"
+        floor_cancel.write_text(DELETE_SCRIPT.replace("{list}", apps.MANY)
+                                .replace("{first}", "0"))
+        floor_place = folder / f"{store}-floor-place.lua"
+        floor_place.write_text(PLACE_SCRIPT.replace("{run}", f"{store}-floor")
+                               .replace("{list}", apps.MANY))
         common = {"processes": processes, "connections": CONNECTIONS}
         scenarios: dict[str, dict[str, Any]] = {
             f"{store}: cancel (v1 DELETE)": {"targets": {
-                who: (f"{url}/v1/store/orders", heads[who], cancels)
-                for who, url in base.items()}, **common},
+                **{who: (f"{base[who]}/v1/store/orders", heads[who], cancels)
+                   for who in writers},
+                FLOOR: (f"{base[FLOOR]}{apps.MANY}", heads[FLOOR], floor_cancel)}, **common},
             f"{store}: place (v2 POST)": {"targets": {
-                who: (f"{url}/v2/store/orders", heads[who], placing)
-                for who, url in base.items()}, **common},
+                **{who: (f"{base[who]}/v2/store/orders", heads[who], placing)
+                   for who in writers},
+                FLOOR: (f"{base[FLOOR]}{apps.MANY}", heads[FLOOR], floor_place)}, **common},
             f"{store}: ship (v2 POST .../ship)": {"targets": {
-                who: (f"{url}/v2/store/orders", heads[who], ships)
-                for who, url in base.items()}, **common},
+                who: (f"{base[who]}/v2/store/orders", heads[who], ships)
+                for who in writers}, **common},
             f"{store}: read (v2 GET one order)": {"targets": {
                 who: (f"{base[who]}/v2/store/orders/1", heads[who], None)
                 for who in services}, **common},
@@ -167,12 +188,15 @@ def verdicts(store: str, results: dict[str, dict[str, list[Load]]]) -> Found:
                              f"{'ok' if ratio >= AT_LEAST else 'BELOW TARGET'}), "
                              f"CPU {cpu:.1f}x a read's (target <= {CPU_AT_MOST}: "
                              f"{'ok' if cpu <= CPU_AT_MOST else 'ABOVE TARGET'})")
-            if who == "service":
+            if who in ("service", FLOOR):
                 parts += [f"{_ratio(loads, by_server[before]):.2f}x {before}"
                           for before in by_server if before.startswith(BEFORE)]
+            if who == "service" and FLOOR in by_server:
+                parts.append(f"{_ratio(loads, by_server[FLOOR]):.2f}x {FLOOR}")
             comparison = ", ".join(parts)
             if comparison:
-                lines.append(f"{scenario}: {comparison}")
+                lines.append(f"{scenario}{'' if who == 'service' else f', {who}'}: "
+                             f"{comparison}")
             rows.append((f"{scenario}, {who}", median_load(loads), comparison))
     return rows, lines
 

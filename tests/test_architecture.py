@@ -214,7 +214,14 @@ def test_a_reach_into_a_library_outside_its_internals_module_is_found() -> None:
     assert _reaches_in_source(source) == [
         "line 1: imports uvicorn_worker._workers", "line 2: imports _Options",
         "line 4: ._install_sigquit_handler", "line 5: ._middleware_app"]
-    from app.web import uvicorn_internals
+    from app.web import connexion_internals
 
-    assert _private_overrides(uvicorn_internals) == [
-        "ServerWorker._serve overrides uvicorn_worker._workers.UvicornWorker's"]
+    assert _private_overrides(connexion_internals) == [
+        "JSONBodyValidator._parse overrides "
+        "connexion.validators.json.JSONRequestBodyValidator's",
+        "JSONBodyValidator._validate overrides "
+        "connexion.validators.json.JSONRequestBodyValidator's",
+        "JSONBodyValidator._parse overrides "
+        "connexion.validators.abstract.AbstractRequestBodyValidator's",
+        "JSONBodyValidator._validate overrides "
+        "connexion.validators.abstract.AbstractRequestBodyValidator's"]

@@ -17,14 +17,17 @@ public API (Config, Server.serve, the worker classes and their CONFIG_KWARGS) ha
   rest of it (the lifespan's startup and the exit status of its failure, the protocol's
   arguments, and the `servers` and `started` that serve() and shutdown() read) and lets a
   subclass serve the sockets. (SocketsServer)
-- The worker's server. UvicornWorker._serve builds uvicorn's Server, and nothing names
-  another class: ServerWorker._serve is uvicorn-worker's, with a subclass's server, and
-  calls its `_install_sigquit_handler` as it does. (ServerWorker; no upstream issue asks
-  for a server class setting.)
+- The worker's server. UvicornWorker.run serves with uvicorn's Server, and nothing names
+  another class: ServerWorker.run is uvicorn-worker's run and its serving coroutine
+  written out with a subclass's server, through public names only (gunicorn's
+  handle_exit for SIGQUIT, uvicorn's Config.get_loop_factory). (ServerWorker; no
+  upstream issue asks for a server class setting.)
 """
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import socket
 import sys
 from typing import Any
@@ -109,11 +112,20 @@ class ServerWorker(UvicornWorker):
     def server(self, config: Config) -> UvicornServer:
         raise NotImplementedError
 
-    async def _serve(self) -> None:
-        # UvicornWorker._serve, with server() in place of uvicorn's Server.
+    def run(self) -> None:
+        # UvicornWorker.run: the worker's event loop (uvloop where the config asks), on
+        # Python 3.11 as asyncio.run does from 3.12.
+        with asyncio.Runner(loop_factory=self.config.get_loop_factory()) as runner:
+            runner.run(self.serve())
+
+    async def serve(self) -> None:
+        """What UvicornWorker serves, with server() in place of uvicorn's Server."""
         self.config.app = self.wsgi
         server = self.server(self.config)
-        self._install_sigquit_handler()
+        # As uvicorn-worker does: SIGQUIT stops the worker as gunicorn's handle_exit
+        # would (encode/uvicorn#1116, benoitc/gunicorn#2604).
+        asyncio.get_running_loop().add_signal_handler(
+            signal.SIGQUIT, self.handle_exit, signal.SIGQUIT, None)
         await server.serve(sockets=self.sockets)
         if not server.started:
             sys.exit(Arbiter.WORKER_BOOT_ERROR)

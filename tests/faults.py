@@ -108,24 +108,29 @@ class Ledger:
         """Nothing acknowledged lost: every order answered 201 is in the list, and every
         acknowledged Idempotency-Key, sent again with its request, replays that order.
         Returns how many were checked."""
-        listed = call(port, "GET", "/v1/store/orders", auth)
+        # The list and each replay may meet a worker that has not reached the database
+        # or the quotas' Redis again yet (each worker's link heals by itself, the last up
+        # to its connect timeout after the first, D41): its 503 says to retry, and a
+        # client does, after Retry-After.
+        deadline = time.monotonic() + REPLAY_WITHIN
+
+        def answered(method: str, path: str, headers: dict[str, str],
+                     body: Any = None) -> Any:
+            while True:
+                answer = call(port, method, path, headers, body)
+                if answer.status != 503 or time.monotonic() > deadline:
+                    return answer
+                time.sleep(min(1.0, float(answer.headers.get("retry-after", "1"))))
+
+        listed = answered("GET", "/v1/store/orders", auth)
         assert listed.status == 200, listed.body
         ids = {order["id"] for order in listed.json()}
         lost = {key: order for key, order in self.acknowledged.items() if order not in ids}
         assert not lost, f"acknowledged orders lost: {sorted(lost.values())[:20]}"
 
-        # A replay may meet a worker that has not reached the database again yet (each
-        # worker's link heals by itself, the last up to its connect timeout after the
-        # first, D41): its 503 says to retry, and a client does, after Retry-After.
-        deadline = time.monotonic() + REPLAY_WITHIN
-
         def replay(key: str) -> tuple[str, int, Any]:
-            while True:
-                again = call(port, "POST", PLACE, {**auth, "Idempotency-Key": key},
+            again = answered("POST", PLACE, {**auth, "Idempotency-Key": key},
                              {"petId": self.pet_id, "quantity": 1})
-                if again.status != 503 or time.monotonic() > deadline:
-                    break
-                time.sleep(min(1.0, float(again.headers.get("retry-after", "1"))))
             # No answer at all (status 0: the call's 30 s ran out) is reported as such.
             return key, again.status, (again.json().get("id") if 200 <= again.status < 300
                                        else again.body[:200])

@@ -28,10 +28,9 @@ Each piece names the Connexion behaviour or issue that forces it:
   for every request (PreparedRequestValidation builds them once per operation, from the
   operation and validator_map Connexion hands its constructor, not from its private
   attributes). The AsyncApp also rebuilds an operation's decorator chain on every request
-  (AsyncOperation.fn); no public hook reaches it, so it stays (D40, D42). Both are what
-  spec-first/connexion#2045 ("performance tanked after upgrading to 3.x") and
-  spec-first/connexion#2077 (FlaskApp against AsyncApp) report; neither asks yet for a
-  public way to prepare them once.
+  (AsyncOperation.fn); no public hook reaches it, so it stays (D40, D42). Both costs
+  are among what spec-first/connexion#2045 ("performance tanked after upgrading to 3.x")
+  and spec-first/connexion#2077 (FlaskApp against AsyncApp) report.
 - The document server runs Starlette's router over every mount for every request, a
   tenth of a small request's cost. (SpecificFirstSwaggerUIMiddleware)
 """

@@ -115,7 +115,7 @@ class Ledger:
         deadline = time.monotonic() + REPLAY_WITHIN
 
         def answered(method: str, path: str, headers: dict[str, str],
-                     body: Any = None) -> Any:
+                     body: Any = None) -> Answer:
             while True:
                 answer = call(port, method, path, headers, body)
                 if answer.status != 503 or time.monotonic() > deadline:

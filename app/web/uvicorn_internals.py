@@ -122,8 +122,10 @@ class ServerWorker(UvicornWorker):
         """What UvicornWorker serves, with server() in place of uvicorn's Server."""
         self.config.app = self.wsgi
         server = self.server(self.config)
-        # As uvicorn-worker does: SIGQUIT stops the worker as gunicorn's handle_exit
-        # would (encode/uvicorn#1116, benoitc/gunicorn#2604).
+        # As uvicorn-worker does (encode/uvicorn#1116, benoitc/gunicorn#2604): SIGQUIT,
+        # gunicorn's quick shutdown, goes to gunicorn's handle_exit, which marks the
+        # worker no longer alive, in place of the signal's default, a core dump; the
+        # master ends the worker after its graceful timeout.
         asyncio.get_running_loop().add_signal_handler(
             signal.SIGQUIT, self.handle_exit, signal.SIGQUIT, None)
         await server.serve(sockets=self.sockets)
